@@ -1,0 +1,18 @@
+"""podrace: reinforcement learning on JAX, composed from typed Equinox modules."""
+
+from . import anakin as anakin, envs as envs, losses as losses, networks as networks, policies as policies
+from ._types import (
+    AbstractNetworkOutput as AbstractNetworkOutput,
+    AbstractSpace as AbstractSpace,
+    Box as Box,
+    Discrete as Discrete,
+    PolicyLogits as PolicyLogits,
+    PolicyStep as PolicyStep,
+    QValues as QValues,
+    TimeStep as TimeStep,
+    Trajectory as Trajectory,
+)
+from .anakin import Anakin as Anakin, AnakinState as AnakinState, TrainMetrics as TrainMetrics, TrainResult as TrainResult
+from .learners import Learner as Learner, LearnerState as LearnerState, UpdateMetrics as UpdateMetrics
+
+__version__ = "0.1.0"

@@ -1,0 +1,200 @@
+"""Data types shared by every family: spaces, time steps, network outputs, trajectories."""
+
+import abc
+from typing import final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray, PyTree
+
+
+class AbstractSpace(eqx.Module):
+    """A set of valid observations or actions."""
+
+    @abc.abstractmethod
+    def sample(self, key: PRNGKeyArray) -> Array:
+        """Draws a uniformly random element of the space."""
+
+    @abc.abstractmethod
+    def contains(self, x: ArrayLike) -> Bool[Array, ""]:
+        """Whether `x` has the space's shape and lies inside it."""
+
+
+@final
+class Discrete(AbstractSpace):
+    """The integers `0, ..., num_values - 1` (a scalar `int32`).
+
+    **Arguments:**
+
+    - `num_values`: how many values there are.
+    """
+
+    num_values: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        if self.num_values <= 0:
+            raise ValueError(f"Discrete needs num_values > 0, got {self.num_values}.")
+
+    def sample(self, key: PRNGKeyArray) -> Int[Array, ""]:
+        return jax.random.randint(key, (), 0, self.num_values, dtype=jnp.int32)
+
+    def contains(self, x: ArrayLike) -> Bool[Array, ""]:
+        x = jnp.asarray(x)
+        if x.shape != () or not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.asarray(False)
+        return (x >= 0) & (x < self.num_values)
+
+
+@final
+class Box(AbstractSpace):
+    """A box `low <= x <= high` of a fixed shape and dtype.
+
+    **Arguments:**
+
+    - `low`, `high`: the bounds, broadcastable to `shape`.
+    - `shape`: the shape of each element.
+    - `dtype`: the dtype of each element.
+    """
+
+    low: Array
+    high: Array
+    shape: tuple[int, ...] = eqx.field(static=True)
+    dtype: jnp.dtype = eqx.field(static=True)
+
+    def __init__(self, low: ArrayLike, high: ArrayLike, shape: tuple[int, ...], dtype=jnp.float32):
+        self.shape = tuple(shape)
+        self.dtype = jnp.dtype(dtype)
+        self.low = jnp.broadcast_to(jnp.asarray(low, self.dtype), self.shape)
+        self.high = jnp.broadcast_to(jnp.asarray(high, self.dtype), self.shape)
+
+    def sample(self, key: PRNGKeyArray) -> Array:
+        if jnp.issubdtype(self.dtype, jnp.integer):
+            return jax.random.randint(key, self.shape, self.low, self.high + 1, dtype=self.dtype)
+        return jax.random.uniform(key, self.shape, self.dtype, self.low, self.high)
+
+    def contains(self, x: ArrayLike) -> Bool[Array, ""]:
+        x = jnp.asarray(x)
+        if x.shape != self.shape or x.dtype != self.dtype:
+            return jnp.asarray(False)
+        return jnp.all((x >= self.low) & (x <= self.high))
+
+
+@final
+class TimeStep(eqx.Module):
+    """What an environment emits after a reset or a step.
+
+    `discount` is 0 only when the episode *terminated* (the environment reached an
+    absorbing state); on *truncation* (a time limit) it stays 1, so that learners
+    bootstrap from `observation`. Both flags are kept apart; `is_last` is their union.
+
+    **Arguments:**
+
+    - `observation`: the observation after the transition (the final one on the last
+        step of an episode).
+    - `reward`: the reward of the transition (0 on the first step).
+    - `discount`: 0 on termination, 1 otherwise.
+    - `is_first`: whether this is the first step of an episode (after a reset).
+    - `terminated`: whether the episode ended in an absorbing state.
+    - `truncated`: whether the episode was cut short (time limit) without terminating.
+    """
+
+    observation: PyTree[Array]
+    reward: Float[Array, ""]
+    discount: Float[Array, ""]
+    is_first: Bool[Array, ""]
+    terminated: Bool[Array, ""]
+    truncated: Bool[Array, ""]
+
+    @property
+    def is_last(self) -> Bool[Array, ""]:
+        """Whether the episode ended here, by termination or truncation."""
+        return self.terminated | self.truncated
+
+    @classmethod
+    def first(cls, observation: PyTree[Array]) -> "TimeStep":
+        """The time step of a reset: no reward, discount 1, `is_first` set."""
+        false = jnp.asarray(False)
+        return cls(observation, jnp.asarray(0.0), jnp.asarray(1.0), jnp.asarray(True), false, false)
+
+    @classmethod
+    def transition(
+        cls,
+        observation: PyTree[Array],
+        reward: ArrayLike,
+        terminated: ArrayLike,
+        truncated: ArrayLike = False,
+    ) -> "TimeStep":
+        """The time step of a step: discount 0 exactly when `terminated`."""
+        terminated = jnp.asarray(terminated, bool)
+        truncated = jnp.asarray(truncated, bool) & ~terminated
+        discount = jnp.where(terminated, 0.0, 1.0).astype(jnp.float32)
+        reward = jnp.asarray(reward, jnp.float32)
+        return cls(observation, reward, discount, jnp.asarray(False), terminated, truncated)
+
+
+class AbstractNetworkOutput(eqx.Module):
+    """What a network emits for one observation; policies and losses read it."""
+
+
+@final
+class QValues(AbstractNetworkOutput):
+    """Action values, one per discrete action.
+
+    **Arguments:**
+
+    - `q_values`: the value of each action.
+    """
+
+    q_values: Float[Array, " num_actions"]
+
+
+@final
+class PolicyLogits(AbstractNetworkOutput):
+    """Unnormalised log-probabilities of a categorical policy, with an optional value.
+
+    **Arguments:**
+
+    - `logits`: one per discrete action.
+    - `value`: a state-value estimate, or `None` for a policy-only network.
+    """
+
+    logits: Float[Array, " num_actions"]
+    value: Float[Array, ""] | None = None
+
+
+@final
+class PolicyStep(eqx.Module):
+    """An action with what losses need about the distribution it was drawn from.
+
+    **Arguments:**
+
+    - `action`: the chosen action.
+    - `log_prob`: its log-probability under the behaviour policy.
+    - `entropy`: the entropy of the behaviour policy.
+    """
+
+    action: Array
+    log_prob: Float[Array, ""]
+    entropy: Float[Array, ""]
+
+
+@final
+class Trajectory(eqx.Module):
+    """A rollout, time-major: `T + 1` time steps and the `T` actions between them.
+
+    The same type comes from every producer (the on-device rollout, host collectors)
+    and goes to every learner. A batch of trajectories has a second axis `[T + 1, B]`.
+
+    **Arguments:**
+
+    - `timestep`: time steps `0..T`; step `t + 1` follows from `policy_step.action[t]`.
+    - `policy_step`: the actions taken at steps `0..T-1`, with their log-probabilities
+        and entropies under the behaviour policy.
+    - `carry`: the network's recurrent state before time step 0 (empty for
+        feed-forward networks).
+    """
+
+    timestep: TimeStep
+    policy_step: PolicyStep
+    carry: PyTree[Array]

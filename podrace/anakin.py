@@ -1,0 +1,299 @@
+"""The Anakin pipeline: acting, environment steps and learning in one XLA program.
+
+A batch of environments is stepped with `vmap` inside a `lax.scan` over the rollout,
+the learner updates on the whole batch (one batched matmul per step: parameters are
+shared, not copied per environment), many updates run inside one compiled call, and
+the environment batch is split over every device of a `Mesh` with `jax.shard_map`,
+gradients being averaged over the batch and the devices.
+
+Reference: Hessel et al., "Podracer architectures for scalable Reinforcement
+Learning", 2021.
+"""
+
+from typing import final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
+
+from ._types import Discrete, TimeStep, Trajectory
+from .envs import AbstractEnv, AutoReset
+from .learners import Learner, LearnerState, UpdateMetrics
+
+
+@final
+class EnvBatch(eqx.Module):
+    """The state of a batch of environments and of the agent acting in them.
+
+    Every leaf has a leading batch axis; each environment owns its PRNG key, so a
+    rollout is the same however the batch is split over devices.
+
+    **Arguments:**
+
+    - `env_state`: the environments' states.
+    - `timestep`: their latest time steps.
+    - `carry`: the network's recurrent state for each environment.
+    - `key`: one PRNG key per environment.
+    - `episode_return`: the return so far of each running episode.
+    """
+
+    env_state: PyTree[Array]
+    timestep: TimeStep
+    carry: PyTree[Array]
+    key: PRNGKeyArray
+    episode_return: Float[Array, " batch"]
+
+
+@final
+class AnakinState(eqx.Module):
+    """Everything a run needs to resume: learner state and environment batch.
+
+    **Arguments:**
+
+    - `learner`: parameters, optimiser state and update count (replicated on devices).
+    - `envs`: the environment batch (split over devices).
+    """
+
+    learner: LearnerState
+    envs: EnvBatch
+
+
+@final
+class TrainMetrics(eqx.Module):
+    """Per-update metrics; `Anakin.train` stacks them along a leading axis.
+
+    **Arguments:**
+
+    - `update`: the learner's metrics.
+    - `episode_return_sum`: the summed returns of episodes that ended in the rollout.
+    - `episodes_completed`: how many episodes ended in the rollout.
+    """
+
+    update: UpdateMetrics
+    episode_return_sum: Float[Array, "*updates"]
+    episodes_completed: Int[Array, "*updates"]
+
+    @property
+    def mean_episode_return(self) -> Float[Array, ""]:
+        """The mean return of all episodes completed in these updates (NaN if none)."""
+        count = jnp.sum(self.episodes_completed)
+        return jnp.where(count > 0, jnp.sum(self.episode_return_sum) / jnp.maximum(count, 1), jnp.nan)
+
+
+@final
+class TrainResult(eqx.Module):
+    """What `Anakin.train` returns.
+
+    **Arguments:**
+
+    - `state`: the state after the last update, to pass to the next call.
+    - `metrics`: one entry per update (leading axis `num_updates`).
+    """
+
+    state: AnakinState
+    metrics: TrainMetrics
+
+
+def rollout(
+    env: AbstractEnv, learner: Learner, params: PyTree[Array], envs: EnvBatch, length: int
+) -> tuple[EnvBatch, Trajectory, Float[Array, " T batch"]]:
+    """Acts for `length` steps in a batch of auto-resetting environments.
+
+    **Arguments:**
+
+    - `env`: an auto-resetting environment.
+    - `learner`: provides the network and the policy.
+    - `params`: the network parameters to act with (shared by all environments).
+    - `envs`: the batch to step.
+    - `length`: the number of steps `T`.
+
+    **Returns:**
+
+    The batch after the rollout, the time-major trajectory `[T + 1, B]` (its first time
+    step is the last one of the previous rollout) and, for each step and environment,
+    the return of an episode that ended there (0 elsewhere).
+    """
+    initial_carry = learner.network.initial_carry()
+    act = jax.vmap(learner.act, in_axes=(None, 0, 0, 0))
+    step_envs = jax.vmap(env.step)
+    reset_where = jax.vmap(lambda first, carry: jax.tree.map(lambda i, c: jnp.where(first, i, c), initial_carry, carry))
+
+    def step(envs: EnvBatch, _):
+        keys = jax.vmap(lambda key: jax.random.split(key, 3))(envs.key)
+        carry = reset_where(envs.timestep.is_first, envs.carry)
+        policy_step, carry = act(params, envs.timestep.observation, carry, keys[:, 1])
+        env_state, timestep = step_envs(envs.env_state, policy_step.action, keys[:, 2])
+        episode_return = jnp.where(timestep.is_first, 0.0, envs.episode_return + timestep.reward)
+        ended_return = jnp.where(timestep.is_last, episode_return, 0.0)
+        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return), (envs.timestep, policy_step, ended_return)
+
+    last, (timesteps, policy_steps, ended_returns) = jax.lax.scan(step, envs, length=length)
+    timesteps = jax.tree.map(lambda steps, final: jnp.concatenate([steps, final[None]]), timesteps, last.timestep)
+    return last, Trajectory(timesteps, policy_steps, envs.carry), ended_returns
+
+
+def _train_on_shard(
+    env: AbstractEnv,
+    learner: Learner,
+    state: AnakinState,
+    *,
+    rollout_length: int,
+    num_updates: int,
+    axis_name: str | None,
+) -> tuple[AnakinState, TrainMetrics]:
+    def one_update(state: AnakinState, _):
+        envs, trajectory, ended_returns = rollout(env, learner, state.learner.params, state.envs, rollout_length)
+        learner_state, update_metrics = learner.update(state.learner, trajectory, axis_name=axis_name)
+        episodes = (jnp.sum(ended_returns), jnp.sum(trajectory.timestep.is_last[1:], dtype=jnp.int32))
+        if axis_name is not None:
+            episodes = jax.lax.psum(episodes, axis_name)
+        return AnakinState(learner_state, envs), TrainMetrics(update_metrics, *episodes)
+
+    return jax.lax.scan(one_update, state, length=num_updates)
+
+
+@final
+class Anakin(eqx.Module):
+    """An on-device training pipeline for an environment and a learner.
+
+    The environment is wrapped in [`podrace.envs.AutoReset`][] unless it already is.
+    Construction checks that the parts fit: the policy suits the action space, the
+    network's head has one output per action and accepts the observations.
+
+    The module is a pytree: hyperparameters held as arrays (learning-rate schedules
+    aside) can be changed, or `vmap`ped over, without recompiling.
+
+    **Arguments:**
+
+    - `env`: the environment (a JAX [`podrace.envs.AbstractEnv`][]).
+    - `learner`: the [`podrace.Learner`][] to train.
+    - `num_envs`: environments per device (the batch `B`).
+    - `rollout_length`: environment steps per update (`T`).
+    - `mesh`: a one-axis device mesh to split the environment batch over; by default
+        all devices. On one device no `shard_map` is used, so the pipeline also
+        composes under a user's `eqx.filter_vmap` or `eqx.filter_pmap`.
+    """
+
+    env: AbstractEnv
+    learner: Learner
+    num_envs: int = eqx.field(static=True)
+    rollout_length: int = eqx.field(static=True)
+    mesh: Mesh = eqx.field(static=True)
+
+    def __init__(
+        self,
+        env: AbstractEnv,
+        learner: Learner,
+        *,
+        num_envs: int,
+        rollout_length: int,
+        mesh: Mesh | None = None,
+    ):
+        for name, value in (("num_envs", num_envs), ("rollout_length", rollout_length)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"Anakin: {name} must be a positive integer, got {value!r}.")
+        if mesh is None:
+            mesh = jax.make_mesh((jax.device_count(),), ("devices",))
+        if len(mesh.axis_names) != 1:
+            raise ValueError(f"Anakin: the mesh must have one axis (the devices), got axes {mesh.axis_names}.")
+        _check_fit(env, learner)
+        self.env = env if isinstance(env, AutoReset) else AutoReset(env)
+        self.learner = learner
+        self.num_envs = num_envs
+        self.rollout_length = rollout_length
+        self.mesh = mesh
+
+    @property
+    def num_devices(self) -> int:
+        """The number of devices the environment batch is split over."""
+        return self.mesh.size
+
+    @property
+    def frames_per_update(self) -> int:
+        """Environment steps per update, over all devices."""
+        return self.num_devices * self.num_envs * self.rollout_length
+
+    def init(self, key: PRNGKeyArray) -> AnakinState:
+        """Resets `num_devices * num_envs` environments and initialises the learner.
+
+        **Arguments:**
+
+        - `key`: the run's randomness (environment resets and all later steps).
+
+        **Returns:**
+
+        The initial state, laid out over the mesh.
+        """
+
+        def reset(key: PRNGKeyArray) -> EnvBatch:
+            key, reset_key = jax.random.split(key)
+            env_state, timestep = self.env.reset(reset_key)
+            return EnvBatch(env_state, timestep, self.learner.network.initial_carry(), key, jnp.asarray(0.0))
+
+        envs = jax.vmap(reset)(jax.random.split(key, self.num_devices * self.num_envs))
+        state = AnakinState(self.learner.init(), envs)
+        if self.num_devices == 1:
+            return state
+        (axis,) = self.mesh.axis_names
+        return AnakinState(
+            jax.device_put(state.learner, NamedSharding(self.mesh, PartitionSpec())),
+            jax.device_put(state.envs, NamedSharding(self.mesh, PartitionSpec(axis))),
+        )
+
+    @eqx.filter_jit
+    def train(self, state: AnakinState, *, num_updates: int) -> TrainResult:
+        """Runs `num_updates` rollouts and updates in one compiled call.
+
+        **Arguments:**
+
+        - `state`: from `init` or a previous call.
+        - `num_updates`: updates in this call (a compile-time constant).
+
+        **Returns:**
+
+        The new state and the metrics of each update.
+        """
+        if not isinstance(num_updates, int) or num_updates <= 0:
+            raise ValueError(f"Anakin.train: num_updates must be a positive integer, got {num_updates!r}.")
+        options = dict(rollout_length=self.rollout_length, num_updates=num_updates)
+        if self.num_devices == 1:
+            state, metrics = _train_on_shard(self.env, self.learner, state, axis_name=None, **options)
+            return TrainResult(state, metrics)
+
+        (axis,) = self.mesh.axis_names
+        dynamic, static = eqx.partition((self.env, self.learner), eqx.is_array)
+
+        def on_shard(dynamic, learner_state, envs):
+            env, learner = eqx.combine(dynamic, static)
+            state, metrics = _train_on_shard(env, learner, AnakinState(learner_state, envs), axis_name=axis, **options)
+            return state.learner, state.envs, metrics
+
+        replicated, split = PartitionSpec(), PartitionSpec(axis)
+        learner_state, envs, metrics = jax.shard_map(
+            on_shard,
+            mesh=self.mesh,
+            in_specs=(replicated, replicated, split),
+            out_specs=(replicated, split, replicated),
+        )(dynamic, state.learner, state.envs)
+        return TrainResult(AnakinState(learner_state, envs), metrics)
+
+
+def _check_fit(env: AbstractEnv, learner: Learner) -> None:
+    """Raises `ValueError` naming both parts when the learner cannot act in `env`."""
+    learner.policy.check_action_space(env.action_space)
+    action_space = env.action_space
+    if isinstance(action_space, Discrete) and learner.network.num_actions != action_space.num_values:
+        raise ValueError(
+            f"The network's head has {learner.network.num_actions} outputs but {type(env).__name__} has "
+            f"{action_space.num_values} actions; build the head with num_actions={action_space.num_values}."
+        )
+    observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+    try:
+        jax.eval_shape(learner.network, observation, learner.network.initial_carry())
+    except Exception as error:
+        raise ValueError(
+            f"The network cannot take {type(env).__name__}'s observations (shape "
+            f"{jax.tree.map(lambda x: x.shape, observation)}): {error}. Build its torso for that shape."
+        ) from error

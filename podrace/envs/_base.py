@@ -1,0 +1,60 @@
+import abc
+from typing import Generic, TypeVar
+
+import equinox as eqx
+from jaxtyping import Array, PRNGKeyArray
+
+from .._types import AbstractSpace, TimeStep
+
+
+StateT = TypeVar("StateT")
+
+
+class AbstractEnv(eqx.Module, Generic[StateT]):
+    """A pure, unbatched environment.
+
+    Hyperparameters that one may vary across a batch (physics constants, rewards) are
+    array leaves of the module, so a batch of differently-parameterised environments is
+    one `eqx.filter_vmap`; sizes that fix shapes are static fields.
+
+    Episodes end on a step whose time step has `is_last` set. Stepping past that is
+    undefined for a bare environment: wrap it in [`podrace.envs.AutoReset`][].
+    """
+
+    @abc.abstractmethod
+    def reset(self, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
+        """Starts an episode.
+
+        **Arguments:**
+
+        - `key`: randomness of the initial state.
+
+        **Returns:**
+
+        The environment state and a first time step (`TimeStep.first`).
+        """
+
+    @abc.abstractmethod
+    def step(self, state: StateT, action: Array, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
+        """Advances the environment by one transition.
+
+        **Arguments:**
+
+        - `state`: the current state.
+        - `action`: an element of `action_space`.
+        - `key`: randomness of the transition.
+
+        **Returns:**
+
+        The next state and its time step.
+        """
+
+    @property
+    @abc.abstractmethod
+    def observation_space(self) -> AbstractSpace:
+        """The space of observations."""
+
+    @property
+    @abc.abstractmethod
+    def action_space(self) -> AbstractSpace:
+        """The space of actions."""

@@ -1,0 +1,123 @@
+from typing import Generic, TypeVar, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int, PRNGKeyArray
+
+from .._types import AbstractSpace, TimeStep
+from ._base import AbstractEnv
+
+
+StateT = TypeVar("StateT")
+
+
+@final
+class AutoResetState(eqx.Module, Generic[StateT]):
+    """The wrapped state and whether the last time step ended an episode.
+
+    **Arguments:**
+
+    - `env_state`: the wrapped environment's state.
+    - `is_last`: whether the previous time step was the last of its episode.
+    """
+
+    env_state: StateT
+    is_last: Bool[Array, ""]
+
+
+@final
+class AutoReset(AbstractEnv[AutoResetState[StateT]]):
+    """Starts a new episode on the step after an episode ends.
+
+    The last time step of an episode is returned as it is, so its final observation
+    stays visible to the agent (and bootstraps a truncated episode). The next call of
+    `step` ignores its action, resets the wrapped environment and returns a first time
+    step (`is_first` set). This is `dm_env`'s convention and Gymnasium 1.x's default
+    ("next-step") autoreset mode.
+
+    **Arguments:**
+
+    - `env`: the environment to wrap.
+    """
+
+    env: AbstractEnv[StateT]
+
+    @property
+    def observation_space(self) -> AbstractSpace:
+        return self.env.observation_space
+
+    @property
+    def action_space(self) -> AbstractSpace:
+        return self.env.action_space
+
+    def reset(self, key: PRNGKeyArray) -> tuple[AutoResetState[StateT], TimeStep]:
+        env_state, timestep = self.env.reset(key)
+        return AutoResetState(env_state, timestep.is_last), timestep
+
+    def step(
+        self, state: AutoResetState[StateT], action: Array, key: PRNGKeyArray
+    ) -> tuple[AutoResetState[StateT], TimeStep]:
+        env_state, timestep = jax.lax.cond(
+            state.is_last,
+            lambda: self.env.reset(key),
+            lambda: self.env.step(state.env_state, action, key),
+        )
+        return AutoResetState(env_state, timestep.is_last), timestep
+
+
+@final
+class TimeLimitState(eqx.Module, Generic[StateT]):
+    """The wrapped state and the number of steps taken in the episode.
+
+    **Arguments:**
+
+    - `env_state`: the wrapped environment's state.
+    - `elapsed_steps`: steps since the last reset.
+    """
+
+    env_state: StateT
+    elapsed_steps: Int[Array, ""]
+
+
+@final
+class TimeLimit(AbstractEnv[TimeLimitState[StateT]]):
+    """Truncates episodes after `max_episode_steps` steps.
+
+    A truncated time step keeps `discount = 1` and sets `truncated`, so that learners
+    bootstrap from its observation; an episode that terminates on the limit's step is
+    reported as terminated only.
+
+    **Arguments:**
+
+    - `env`: the environment to wrap.
+    - `max_episode_steps`: the number of steps after which an episode is truncated.
+    """
+
+    env: AbstractEnv[StateT]
+    max_episode_steps: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        if self.max_episode_steps <= 0:
+            raise ValueError(f"TimeLimit needs max_episode_steps > 0, got {self.max_episode_steps}.")
+
+    @property
+    def observation_space(self) -> AbstractSpace:
+        return self.env.observation_space
+
+    @property
+    def action_space(self) -> AbstractSpace:
+        return self.env.action_space
+
+    def reset(self, key: PRNGKeyArray) -> tuple[TimeLimitState[StateT], TimeStep]:
+        env_state, timestep = self.env.reset(key)
+        return TimeLimitState(env_state, jnp.asarray(0, jnp.int32)), timestep
+
+    def step(
+        self, state: TimeLimitState[StateT], action: Array, key: PRNGKeyArray
+    ) -> tuple[TimeLimitState[StateT], TimeStep]:
+        env_state, timestep = self.env.step(state.env_state, action, key)
+        elapsed_steps = state.elapsed_steps + 1
+        truncated = (timestep.truncated | (elapsed_steps >= self.max_episode_steps)) & ~timestep.terminated
+        timestep = eqx.tree_at(lambda t: t.truncated, timestep, truncated)
+        return TimeLimitState(env_state, elapsed_steps), timestep

@@ -1,0 +1,3 @@
+"""Learners: a network, a policy, a loss and an optimiser with explicit state."""
+
+from .learner import Learner as Learner, LearnerState as LearnerState, UpdateMetrics as UpdateMetrics

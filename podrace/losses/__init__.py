@@ -1,0 +1,9 @@
+"""Losses: pure, unbatched functions and the loss modules built on them."""
+
+from .modules import (
+    AbstractLoss as AbstractLoss,
+    LossTerms as LossTerms,
+    TDLambdaQLoss as TDLambdaQLoss,
+    transition_mask as transition_mask,
+)
+from .value_learning import lambda_returns as lambda_returns, td_lambda as td_lambda

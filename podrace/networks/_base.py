@@ -1,0 +1,66 @@
+import abc
+from typing import Generic, TypeVar
+
+import equinox as eqx
+import jax
+from jaxtyping import Array, Bool, PyTree
+
+from .._types import AbstractNetworkOutput
+
+
+OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
+
+
+class AbstractNetwork(eqx.Module, Generic[OutputT]):
+    """Maps one observation and a recurrent carry to an output and the next carry.
+
+    Feed-forward networks have an empty carry; recurrent ones reset theirs to
+    `initial_carry()` wherever a time step has `is_first` set (done by `unroll` and
+    by the rollout), so rollouts, learners and losses are the same for both.
+    """
+
+    output_type: eqx.AbstractVar[type[AbstractNetworkOutput]]
+    num_actions: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def __call__(self, observation: PyTree[Array], carry: PyTree[Array]) -> tuple[OutputT, PyTree[Array]]:
+        """Applies the network to one (unbatched) observation.
+
+        **Arguments:**
+
+        - `observation`: one observation.
+        - `carry`: the recurrent state (`()` for feed-forward networks).
+
+        **Returns:**
+
+        The output and the next carry.
+        """
+
+    @abc.abstractmethod
+    def initial_carry(self) -> PyTree[Array]:
+        """The recurrent state at the start of an episode (`()` if there is none)."""
+
+    def unroll(
+        self, observations: PyTree[Array], carry: PyTree[Array], is_first: Bool[Array, " T"]
+    ) -> tuple[OutputT, PyTree[Array]]:
+        """Applies the network along a sequence, resetting the carry where `is_first`.
+
+        **Arguments:**
+
+        - `observations`: observations with a leading time axis `T`.
+        - `carry`: the carry before the first observation.
+        - `is_first`: where episodes start.
+
+        **Returns:**
+
+        Outputs with a leading time axis, and the carry after the last observation.
+        """
+        initial = self.initial_carry()
+
+        def step(carry, inputs):
+            observation, first = inputs
+            carry = jax.tree.map(lambda init, c: jax.numpy.where(first, init, c), initial, carry)
+            return self(observation, carry)[::-1]
+
+        carry, outputs = jax.lax.scan(step, carry, (observations, is_first))
+        return outputs, carry

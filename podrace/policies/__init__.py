@@ -1,0 +1,9 @@
+"""Policies: from a network output to an action, its log-probability and entropy."""
+
+from ._policies import (
+    AbstractPolicy as AbstractPolicy,
+    Categorical as Categorical,
+    EpsilonGreedy as EpsilonGreedy,
+    Greedy as Greedy,
+    Softmax as Softmax,
+)

@@ -1,0 +1,127 @@
+import abc
+from typing import final
+
+import distrax
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+
+from .._types import AbstractNetworkOutput, AbstractSpace, Discrete, PolicyLogits, PolicyStep, QValues
+from .._validation import check_in_unit_interval, check_positive
+
+
+class AbstractPolicy(eqx.Module):
+    """Turns one network output into a distribution over actions and samples it.
+
+    Each policy reads one kind of network output (`input_type`) and supports one kind
+    of action space; [`podrace.Learner`][] checks both when it is built.
+    """
+
+    input_type: eqx.AbstractClassVar[type[AbstractNetworkOutput]]
+
+    @abc.abstractmethod
+    def distribution(self, output: AbstractNetworkOutput) -> distrax.Distribution:
+        """The action distribution for one network output."""
+
+    def __call__(self, output: AbstractNetworkOutput, key: PRNGKeyArray) -> PolicyStep:
+        """Samples an action for one network output.
+
+        **Arguments:**
+
+        - `output`: one (unbatched) network output of type `input_type`.
+        - `key`: sampling randomness.
+
+        **Returns:**
+
+        The action with its log-probability and the distribution's entropy.
+        """
+        distribution = self.distribution(output)
+        action, log_prob = distribution.sample_and_log_prob(seed=key)
+        return PolicyStep(action, log_prob, distribution.entropy())
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        """Raises `ValueError` if this policy cannot act in `action_space`."""
+        if not isinstance(action_space, Discrete):
+            raise ValueError(
+                f"{type(self).__name__} chooses among discrete actions, but the environment's "
+                f"action space is {action_space!r}; use a continuous-action policy for it."
+            )
+
+
+@final
+class Greedy(AbstractPolicy):
+    """Takes the action of highest value (the first one on ties).
+
+    The reported log-probability and entropy are those of a uniform choice among the
+    maximising actions (`distrax.Greedy`).
+    """
+
+    input_type = QValues
+
+    def distribution(self, output: QValues) -> distrax.Greedy:
+        return distrax.Greedy(output.q_values)
+
+    def __call__(self, output: QValues, key: PRNGKeyArray) -> PolicyStep:
+        del key
+        distribution = self.distribution(output)
+        action = jnp.argmax(output.q_values).astype(jnp.int32)
+        return PolicyStep(action, distribution.log_prob(action), distribution.entropy())
+
+
+@final
+class EpsilonGreedy(AbstractPolicy):
+    """With probability `epsilon` a uniformly random action, otherwise a greedy one.
+
+    Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 2.2.
+
+    **Arguments:**
+
+    - `epsilon`: the exploration probability, in [0, 1]; an array leaf, so it can vary
+        across a population without recompiling.
+    """
+
+    epsilon: Float[Array, ""]
+    input_type = QValues
+
+    def __init__(self, epsilon: ArrayLike):
+        self.epsilon = jnp.asarray(epsilon, jnp.float32)
+
+    def __check_init__(self):
+        check_in_unit_interval("EpsilonGreedy", "epsilon", self.epsilon)
+
+    def distribution(self, output: QValues) -> distrax.EpsilonGreedy:
+        return distrax.EpsilonGreedy(output.q_values, self.epsilon)
+
+
+@final
+class Softmax(AbstractPolicy):
+    """Boltzmann exploration: samples actions with probability `softmax(q / temperature)`.
+
+    Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 13.1.
+
+    **Arguments:**
+
+    - `temperature`: positive; higher is more uniform.
+    """
+
+    temperature: Float[Array, ""]
+    input_type = QValues
+
+    def __init__(self, temperature: ArrayLike = 1.0):
+        self.temperature = jnp.asarray(temperature, jnp.float32)
+
+    def __check_init__(self):
+        check_positive("Softmax", "temperature", self.temperature)
+
+    def distribution(self, output: QValues) -> distrax.Softmax:
+        return distrax.Softmax(output.q_values, self.temperature)
+
+
+@final
+class Categorical(AbstractPolicy):
+    """Samples from the categorical distribution given by a policy head's logits."""
+
+    input_type = PolicyLogits
+
+    def distribution(self, output: PolicyLogits) -> distrax.Categorical:
+        return distrax.Categorical(logits=output.logits)
