@@ -12,7 +12,13 @@ from ._types import (
     TimeStep as TimeStep,
     Trajectory as Trajectory,
 )
-from .anakin import Anakin as Anakin, AnakinState as AnakinState, TrainMetrics as TrainMetrics, TrainResult as TrainResult
+from .anakin import (
+    Anakin as Anakin,
+    AnakinState as AnakinState,
+    TrainMetrics as TrainMetrics,
+    TrainResult as TrainResult,
+)
 from .learners import Learner as Learner, LearnerState as LearnerState, UpdateMetrics as UpdateMetrics
+
 
 __version__ = "0.1.0"

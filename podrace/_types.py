@@ -115,7 +115,8 @@ class TimeStep(eqx.Module):
     def first(cls, observation: PyTree[Array]) -> "TimeStep":
         """The time step of a reset: no reward, discount 1, `is_first` set."""
         false = jnp.asarray(False)
-        return cls(observation, jnp.asarray(0.0), jnp.asarray(1.0), jnp.asarray(True), false, false)
+        zero, one = jnp.zeros((), jnp.float32), jnp.ones((), jnp.float32)
+        return cls(observation, zero, one, jnp.asarray(True), false, false)
 
     @classmethod
     def transition(

@@ -127,7 +127,11 @@ def rollout(
         env_state, timestep = step_envs(envs.env_state, policy_step.action, keys[:, 2])
         episode_return = jnp.where(timestep.is_first, 0.0, envs.episode_return + timestep.reward)
         ended_return = jnp.where(timestep.is_last, episode_return, 0.0)
-        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return), (envs.timestep, policy_step, ended_return)
+        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return), (
+            envs.timestep,
+            policy_step,
+            ended_return,
+        )
 
     last, (timesteps, policy_steps, ended_returns) = jax.lax.scan(step, envs, length=length)
     timesteps = jax.tree.map(lambda steps, final: jnp.concatenate([steps, final[None]]), timesteps, last.timestep)
@@ -230,7 +234,7 @@ class Anakin(eqx.Module):
         def reset(key: PRNGKeyArray) -> EnvBatch:
             key, reset_key = jax.random.split(key)
             env_state, timestep = self.env.reset(reset_key)
-            return EnvBatch(env_state, timestep, self.learner.network.initial_carry(), key, jnp.asarray(0.0))
+            return EnvBatch(env_state, timestep, self.learner.network.initial_carry(), key, jnp.zeros((), jnp.float32))
 
         envs = jax.vmap(reset)(jax.random.split(key, self.num_devices * self.num_envs))
         state = AnakinState(self.learner.init(), envs)

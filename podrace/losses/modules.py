@@ -16,6 +16,7 @@ from .value_learning import td_lambda
 
 LossTerms = dict[str, Float[Array, ""]]
 
+
 class AbstractLoss(eqx.Module):
     """A differentiable objective for a batch of trajectories.
 
@@ -48,7 +49,9 @@ class AbstractLoss(eqx.Module):
         The mean loss and the mean of each named term.
         """
         loss, terms = jax.vmap(
-            lambda timestep, policy_step, carry: self.trajectory_loss(network, Trajectory(timestep, policy_step, carry)),
+            lambda timestep, policy_step, carry: self.trajectory_loss(
+                network, Trajectory(timestep, policy_step, carry)
+            ),
             in_axes=(1, 1, 0),
         )(trajectory.timestep, trajectory.policy_step, trajectory.carry)
         return jnp.mean(loss), jax.tree.map(jnp.mean, terms)

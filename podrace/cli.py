@@ -1,0 +1,84 @@
+"""The `podrace` console command.
+
+`podrace train catch` runs the Podracer paper's Anakin experiment: TD(lambda)
+Q-learning with a greedy policy on Catch, 128 environments per device, rollouts of 16
+steps, Adam at 1e-4, lambda 0.99.
+"""
+
+import argparse
+import pathlib
+import sys
+
+import jax
+import optax
+
+from .anakin import Anakin
+from .envs import Catch
+from .learners import Learner
+from .losses import TDLambdaQLoss
+from .networks import FeedForwardNetwork, MLPTorso, QValueHead
+from .policies import Greedy
+from .progress import plot_learning_curve, train_with_progress
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _train_catch(args: argparse.Namespace) -> int:
+    env = Catch()
+    network_key, head_key, run_key = jax.random.split(jax.random.key(args.seed), 3)
+    network = FeedForwardNetwork(
+        MLPTorso(env.observation_space.shape, (256,), key=network_key),
+        QValueHead(256, env.action_space.num_values, key=head_key),
+    )
+    learner = Learner(
+        network, Greedy(), TDLambdaQLoss(discount=args.discount, lambda_=args.lambda_), optax.adam(args.learning_rate)
+    )
+    pipeline = Anakin(env, learner, num_envs=args.num_envs, rollout_length=args.rollout_length)
+    print(
+        f"Catch on {pipeline.num_devices} {jax.default_backend()} device(s): {args.num_envs} envs per device, "
+        f"rollouts of {args.rollout_length}, {args.num_updates} updates ({args.updates_per_call} per call)."
+    )
+    state, log = train_with_progress(
+        pipeline, pipeline.init(run_key), num_updates=args.num_updates, updates_per_call=args.updates_per_call
+    )
+    path = plot_learning_curve(log, args.output, title="TD(lambda) Q-learning on Catch")
+    final_return = float(log.mean_episode_return[-1])
+    print(f"compile: {log.compile_seconds:.2f} s")
+    print(f"frames per second: {log.frames_per_second:.3g}")
+    print(f"mean episode reward (last {args.updates_per_call} updates): {final_return:.3f}")
+    print(f"learning curve: {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `podrace` command."""
+    parser = argparse.ArgumentParser(prog="podrace", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train an agent")
+    experiments = train.add_subparsers(dest="experiment", required=True)
+    catch = experiments.add_parser("catch", help="the Anakin TD(lambda) agent on Catch")
+    catch.add_argument("--seed", type=int, default=0)
+    catch.add_argument("--num-updates", type=_positive_int, default=3000)
+    catch.add_argument("--updates-per-call", type=_positive_int, default=100)
+    catch.add_argument("--num-envs", type=_positive_int, default=128, help="environments per device")
+    catch.add_argument("--rollout-length", type=_positive_int, default=16)
+    catch.add_argument("--learning-rate", type=float, default=1e-4)
+    catch.add_argument("--discount", type=float, default=1.0)
+    catch.add_argument("--lambda", dest="lambda_", type=float, default=0.99)
+    catch.add_argument("--output", type=pathlib.Path, default=pathlib.Path("catch_learning_curve.png"))
+    catch.set_defaults(run=_train_catch)
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, ImportError) as error:
+        print(f"podrace: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
