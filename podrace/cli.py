@@ -43,7 +43,7 @@ def _train_catch(args: argparse.Namespace) -> int:
         f"Catch on {pipeline.num_devices} {jax.default_backend()} device(s): {args.num_envs} envs per device, "
         f"rollouts of {args.rollout_length}, {args.num_updates} updates ({args.updates_per_call} per call)."
     )
-    state, log = train_with_progress(
+    _, log = train_with_progress(
         pipeline, pipeline.init(run_key), num_updates=args.num_updates, updates_per_call=args.updates_per_call
     )
     path = plot_learning_curve(log, args.output, title="TD(lambda) Q-learning on Catch")

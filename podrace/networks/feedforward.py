@@ -41,7 +41,7 @@ class MLPTorso(eqx.Module):
             raise ValueError(f"MLPTorso needs at least one positive hidden size, got {tuple(hidden_sizes)}.")
         sizes = [int(jnp.prod(jnp.asarray(observation_shape))), *hidden_sizes]
         keys = jax.random.split(key, len(hidden_sizes))
-        self.layers = tuple(eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys))
+        self.layers = tuple(eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True))
         self.activation = activation
         self.output_size = sizes[-1]
 
