@@ -7,9 +7,10 @@ from jaxtyping import ArrayLike
 
 def _concrete(value: ArrayLike) -> np.ndarray | None:
     """The value as NumPy, or `None` while it is traced (inside jit or vmap)."""
-    if isinstance(value, jax.core.Tracer):
+    try:
+        return np.asarray(value)
+    except jax.errors.TracerArrayConversionError:
         return None
-    return np.asarray(value)
 
 
 def check_in_unit_interval(owner: str, name: str, value: ArrayLike) -> None:

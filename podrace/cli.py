@@ -57,7 +57,7 @@ def _train_catch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `podrace` command."""
-    parser = argparse.ArgumentParser(prog="podrace", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="podrace", description=(__doc__ or "").splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train an agent")
     experiments = train.add_subparsers(dest="experiment", required=True)

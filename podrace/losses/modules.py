@@ -1,7 +1,7 @@
 """Loss modules: hold coefficients and glue network outputs to the pure loss functions."""
 
 import abc
-from typing import final
+from typing import ClassVar, final
 
 import equinox as eqx
 import jax
@@ -25,7 +25,7 @@ class AbstractLoss(eqx.Module):
     interchangeable: a [`podrace.Learner`][] takes any of them as one argument.
     """
 
-    input_type: eqx.AbstractClassVar[type[AbstractNetworkOutput]]
+    input_type: ClassVar[type[AbstractNetworkOutput]]
 
     @abc.abstractmethod
     def trajectory_loss(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:

@@ -19,8 +19,15 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
     by the rollout), so rollouts, learners and losses are the same for both.
     """
 
-    output_type: eqx.AbstractVar[type[AbstractNetworkOutput]]
-    num_actions: eqx.AbstractVar[int]
+    @property
+    @abc.abstractmethod
+    def output_type(self) -> type[AbstractNetworkOutput]:
+        """The type of output the network emits (read by policies and losses)."""
+
+    @property
+    @abc.abstractmethod
+    def num_actions(self) -> int:
+        """The number of discrete actions the head scores."""
 
     @abc.abstractmethod
     def __call__(self, observation: PyTree[Array], carry: PyTree[Array]) -> tuple[OutputT, PyTree[Array]]:
@@ -60,7 +67,8 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
         def step(carry, inputs):
             observation, first = inputs
             carry = jax.tree.map(lambda init, c: jax.numpy.where(first, init, c), initial, carry)
-            return self(observation, carry)[::-1]
+            output, carry = self(observation, carry)
+            return carry, output
 
         carry, outputs = jax.lax.scan(step, carry, (observations, is_first))
         return outputs, carry

@@ -143,11 +143,11 @@ class FeedForwardNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
             )
 
     @property
-    def output_type(self) -> type[AbstractNetworkOutput]:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def output_type(self) -> type[AbstractNetworkOutput]:
         return self.head.output_type
 
     @property
-    def num_actions(self) -> int:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def num_actions(self) -> int:
         return self.head.num_actions
 
     def __call__(self, observation: PyTree[Array], carry: tuple[()]) -> tuple[OutputT, tuple[()]]:

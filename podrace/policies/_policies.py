@@ -1,5 +1,5 @@
 import abc
-from typing import final
+from typing import ClassVar, Generic, TypeVar, final
 
 import distrax
 import equinox as eqx
@@ -10,20 +10,24 @@ from .._types import AbstractNetworkOutput, AbstractSpace, Discrete, PolicyLogit
 from .._validation import check_in_unit_interval, check_positive
 
 
-class AbstractPolicy(eqx.Module):
+OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
+
+
+class AbstractPolicy(eqx.Module, Generic[OutputT]):
     """Turns one network output into a distribution over actions and samples it.
 
     Each policy reads one kind of network output (`input_type`) and supports one kind
-    of action space; [`podrace.Learner`][] checks both when it is built.
+    of action space; [`podrace.Learner`][] and [`podrace.Anakin`][] check both when
+    they are built.
     """
 
-    input_type: eqx.AbstractClassVar[type[AbstractNetworkOutput]]
+    input_type: ClassVar[type[AbstractNetworkOutput]]
 
     @abc.abstractmethod
-    def distribution(self, output: AbstractNetworkOutput) -> distrax.Distribution:
+    def distribution(self, output: OutputT) -> distrax.Distribution:
         """The action distribution for one network output."""
 
-    def __call__(self, output: AbstractNetworkOutput, key: PRNGKeyArray) -> PolicyStep:
+    def __call__(self, output: OutputT, key: PRNGKeyArray) -> PolicyStep:
         """Samples an action for one network output.
 
         **Arguments:**
@@ -37,7 +41,7 @@ class AbstractPolicy(eqx.Module):
         """
         distribution = self.distribution(output)
         action, log_prob = distribution.sample_and_log_prob(seed=key)
-        return PolicyStep(action, log_prob, distribution.entropy())
+        return PolicyStep(jnp.asarray(action), jnp.asarray(log_prob), jnp.asarray(distribution.entropy()))
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
         """Raises `ValueError` if this policy cannot act in `action_space`."""
@@ -49,7 +53,7 @@ class AbstractPolicy(eqx.Module):
 
 
 @final
-class Greedy(AbstractPolicy):
+class Greedy(AbstractPolicy[QValues]):
     """Takes the action of highest value (the first one on ties).
 
     The reported log-probability and entropy are those of a uniform choice among the
@@ -65,11 +69,11 @@ class Greedy(AbstractPolicy):
         del key
         distribution = self.distribution(output)
         action = jnp.argmax(output.q_values).astype(jnp.int32)
-        return PolicyStep(action, distribution.log_prob(action), distribution.entropy())
+        return PolicyStep(action, jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy()))
 
 
 @final
-class EpsilonGreedy(AbstractPolicy):
+class EpsilonGreedy(AbstractPolicy[QValues]):
     """With probability `epsilon` a uniformly random action, otherwise a greedy one.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 2.2.
@@ -90,11 +94,11 @@ class EpsilonGreedy(AbstractPolicy):
         check_in_unit_interval("EpsilonGreedy", "epsilon", self.epsilon)
 
     def distribution(self, output: QValues) -> distrax.EpsilonGreedy:
-        return distrax.EpsilonGreedy(output.q_values, self.epsilon)
+        return distrax.EpsilonGreedy(output.q_values, self.epsilon)  # pyright: ignore[reportArgumentType]
 
 
 @final
-class Softmax(AbstractPolicy):
+class Softmax(AbstractPolicy[QValues]):
     """Boltzmann exploration: samples actions with probability `softmax(q / temperature)`.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 13.1.
@@ -114,11 +118,11 @@ class Softmax(AbstractPolicy):
         check_positive("Softmax", "temperature", self.temperature)
 
     def distribution(self, output: QValues) -> distrax.Softmax:
-        return distrax.Softmax(output.q_values, self.temperature)
+        return distrax.Softmax(output.q_values, self.temperature)  # pyright: ignore[reportArgumentType]
 
 
 @final
-class Categorical(AbstractPolicy):
+class Categorical(AbstractPolicy[PolicyLogits]):
     """Samples from the categorical distribution given by a policy head's logits."""
 
     input_type = PolicyLogits
