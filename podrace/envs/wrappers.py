@@ -58,10 +58,13 @@ class AutoReset(AbstractEnv[AutoResetState[StateT]]):
     def step(
         self, state: AutoResetState[StateT], action: Array, key: PRNGKeyArray
     ) -> tuple[AutoResetState[StateT], TimeStep]:
-        env_state, timestep = jax.lax.cond(
-            state.is_last,
-            lambda: self.env.reset(key),
-            lambda: self.env.step(state.env_state, action, key),
+        # Both branches are computed and one is selected: under `vmap` a `lax.cond`
+        # would do the same, and a select also lets the reset's device-invariant
+        # outputs meet the step's device-varying ones inside `shard_map`.
+        env_state, timestep = jax.tree.map(
+            lambda reset, step: jnp.where(state.is_last, reset, step),
+            self.env.reset(key),
+            self.env.step(state.env_state, action, key),
         )
         return AutoResetState(env_state, timestep.is_last), timestep
 
