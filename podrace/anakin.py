@@ -164,10 +164,11 @@ class Anakin(eqx.Module):
 
     The environment is wrapped in [`podrace.envs.AutoReset`][] unless it already is.
     Construction checks that the parts fit: the policy suits the action space, the
-    network's head has one output per action and accepts the observations.
+    network's head has one output per action and the network accepts the observations.
 
-    The module is a pytree: hyperparameters held as arrays (learning-rate schedules
-    aside) can be changed, or `vmap`ped over, without recompiling.
+    The module is a pytree: hyperparameters held as arrays can be changed, or
+    `vmap`ped over, without recompiling; an optax optimiser's hyperparameters are
+    constants unless it is built with `optax.inject_hyperparams`.
 
     **Arguments:**
 
@@ -176,7 +177,8 @@ class Anakin(eqx.Module):
     - `num_envs`: environments per device (the batch `B`).
     - `rollout_length`: environment steps per update (`T`).
     - `mesh`: a one-axis device mesh to split the environment batch over; by default
-        all devices. On one device no `shard_map` is used, so the pipeline also
+        all devices (`jax.devices()`, which after `jax.distributed.initialize()` spans
+        every host). On one device no `shard_map` is used, so the pipeline also
         composes under a user's `eqx.filter_vmap` or `eqx.filter_pmap`.
     """
 

@@ -1,4 +1,4 @@
-"""The `podrace` console command.
+"""The podrace console command.
 
 `podrace train catch` runs the Podracer paper's Anakin experiment: TD(lambda)
 Q-learning with a greedy policy on Catch, 128 environments per device, rollouts of 16
@@ -62,15 +62,22 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="train an agent")
     experiments = train.add_subparsers(dest="experiment", required=True)
     catch = experiments.add_parser("catch", help="the Anakin TD(lambda) agent on Catch")
-    catch.add_argument("--seed", type=int, default=0)
-    catch.add_argument("--num-updates", type=_positive_int, default=3000)
-    catch.add_argument("--updates-per-call", type=_positive_int, default=100)
+    catch.add_argument("--seed", type=int, default=0, help="PRNG seed of the network and the run")
+    catch.add_argument("--num-updates", type=_positive_int, default=3000, help="total learner updates")
+    catch.add_argument("--updates-per-call", type=_positive_int, default=100, help="updates compiled into one call")
     catch.add_argument("--num-envs", type=_positive_int, default=128, help="environments per device")
-    catch.add_argument("--rollout-length", type=_positive_int, default=16)
-    catch.add_argument("--learning-rate", type=float, default=1e-4)
-    catch.add_argument("--discount", type=float, default=1.0)
-    catch.add_argument("--lambda", dest="lambda_", type=float, default=0.99)
-    catch.add_argument("--output", type=pathlib.Path, default=pathlib.Path("catch_learning_curve.png"))
+    catch.add_argument("--rollout-length", type=_positive_int, default=16, help="environment steps per update")
+    catch.add_argument("--learning-rate", type=float, default=1e-4, help="Adam step size")
+    catch.add_argument("--discount", type=float, default=1.0, help="agent discount in [0, 1]")
+    catch.add_argument(
+        "--lambda", dest="lambda_", type=float, default=0.99, help="TD(lambda) trace coefficient in [0, 1]"
+    )
+    catch.add_argument(
+        "--output",
+        type=pathlib.Path,
+        default=pathlib.Path("catch_learning_curve.png"),
+        help="where to save the learning curve",
+    )
     catch.set_defaults(run=_train_catch)
     args = parser.parse_args(argv)
     try:

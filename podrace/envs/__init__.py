@@ -8,3 +8,6 @@ from .wrappers import (
     TimeLimit as TimeLimit,
     TimeLimitState as TimeLimitState,
 )
+
+
+__all__ = ["AbstractEnv", "Catch", "CatchState", "AutoReset", "AutoResetState", "TimeLimit", "TimeLimitState"]

@@ -7,3 +7,6 @@ from .modules import (
     transition_mask as transition_mask,
 )
 from .value_learning import lambda_returns as lambda_returns, td_lambda as td_lambda
+
+
+__all__ = ["AbstractLoss", "LossTerms", "TDLambdaQLoss", "transition_mask", "lambda_returns", "td_lambda"]

@@ -8,3 +8,6 @@ from .feedforward import (
     QValueHead as QValueHead,
     ValueHead as ValueHead,
 )
+
+
+__all__ = ["AbstractNetwork", "FeedForwardNetwork", "MLPTorso", "PolicyLogitHead", "QValueHead", "ValueHead"]

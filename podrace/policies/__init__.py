@@ -7,3 +7,6 @@ from ._policies import (
     Greedy as Greedy,
     Softmax as Softmax,
 )
+
+
+__all__ = ["AbstractPolicy", "Categorical", "EpsilonGreedy", "Greedy", "Softmax"]
