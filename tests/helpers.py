@@ -1,0 +1,499 @@
+"""Registries of components and shared checks for the contract tests.
+
+Every family has a registry `name -> factory`; the contract tests of a family are
+parametrised over its registry, so adding a component is one line here.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import rlax
+from jaxtyping import Array, Float, PRNGKeyArray
+
+import podrace as pr
+
+
+# Observation shape and action count of the component-level contract tests: those of
+# the small pipeline's Catch, so that compiled pieces are shared between test modules.
+CATCH_ROWS, CATCH_COLUMNS = 5, 3
+OBS_SHAPE = (CATCH_ROWS, CATCH_COLUMNS, 1)
+NUM_ACTIONS = 3
+
+
+# --------------------------------------------------------------------------------------
+# Trees. Test code works in NumPy where it can: outside jit every JAX operation on a new
+# shape is compiled on its own, and those compilations dominate the suite's run time.
+# --------------------------------------------------------------------------------------
+
+
+def _is_key(leaf: Any) -> bool:
+    return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+def _as_numpy(leaf: Any) -> np.ndarray:
+    if _is_key(leaf):
+        leaf = jax.random.key_data(leaf)
+    return np.asarray(leaf)
+
+
+def assert_trees_close(actual: Any, expected: Any, *, rtol: float = 1e-6, atol: float = 1e-6) -> None:
+    """Same structure; floating leaves close, the others (ints, bools, keys) equal."""
+    actual_leaves, actual_def = jax.tree.flatten(actual)
+    expected_leaves, expected_def = jax.tree.flatten(expected)
+    assert actual_def == expected_def, f"tree structures differ:\n{actual_def}\n{expected_def}"
+    for index, (a, e) in enumerate(zip(actual_leaves, expected_leaves, strict=True)):
+        if not isinstance(a, jax.Array | np.ndarray | np.generic):
+            assert a == e, f"leaf {index}: {a!r} != {e!r}"
+            continue
+        a, e = _as_numpy(a), _as_numpy(e)
+        assert a.shape == e.shape, f"leaf {index}: shape {a.shape} != {e.shape}"
+        assert a.dtype == e.dtype, f"leaf {index}: dtype {a.dtype} != {e.dtype}"
+        if np.issubdtype(a.dtype, np.inexact):
+            np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=f"leaf {index}")
+        else:
+            np.testing.assert_array_equal(a, e, err_msg=f"leaf {index}")
+
+
+def assert_trees_differ(a: Any, b: Any) -> None:
+    """At least one leaf differs."""
+    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    assert any(not np.array_equal(_as_numpy(x), _as_numpy(y)) for x, y in pairs), "trees are equal"
+
+
+def assert_all_finite(tree: Any) -> None:
+    for leaf in jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array)):
+        assert np.all(np.isfinite(np.asarray(leaf))), f"non-finite values in {leaf}"
+
+
+def stack(trees: list[Any]) -> Any:
+    """Stacks pytrees along a new leading axis, as NumPy (keys as their raw data); for
+    comparisons with `assert_trees_close`."""
+    return jax.tree.map(lambda *leaves: np.stack([_as_numpy(leaf) for leaf in leaves]), *trees)
+
+
+def take(tree: Any, where: Any, axis: int = 0) -> Any:
+    """`leaf[..., where, ...]` on `axis` of every leaf, in NumPy (key arrays stay keys)."""
+
+    def leaf_take(leaf):
+        selector = (slice(None),) * axis + (where,)
+        if _is_key(leaf):
+            return jax.random.wrap_key_data(np.asarray(jax.random.key_data(leaf))[selector])
+        return np.asarray(leaf)[selector]
+
+    return jax.tree.map(leaf_take, tree)
+
+
+def index(tree: Any, i: int) -> Any:
+    """Element `i` of the leading axis of every leaf (NumPy, except key arrays)."""
+    return jax.tree.map(lambda leaf: leaf[i] if _is_key(leaf) else np.asarray(leaf)[i], tree)
+
+
+# --------------------------------------------------------------------------------------
+# Shared contract checks.
+# --------------------------------------------------------------------------------------
+
+
+@final
+class Compiled:
+    """`eqx.filter_jit(fn)` that counts its traces (`eqx.debug.assert_max_traces`).
+
+    Define instances at module level: the compilation cache then lives as long as the
+    session, and tests of one component with the same static structure share it.
+    """
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.counted = eqx.debug.assert_max_traces(fn, max_traces=None)
+        self.jitted = eqx.filter_jit(self.counted)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.jitted(*args)
+
+    @property
+    def num_traces(self) -> int:
+        return eqx.debug.get_num_traces(self.counted)
+
+
+def check_jit_equals_eager(compiled: Compiled, *args: Any, rtol: float = 1e-6, atol: float = 1e-6) -> Any:
+    """The compiled function equals the same run op by op (`jax.disable_jit`)."""
+    out = compiled(*args)
+    with jax.disable_jit():
+        eager = compiled.fn(*args)
+    assert_trees_close(out, eager, rtol=rtol, atol=atol)
+    return out
+
+
+def check_vmap_equals_loop(
+    compiled: Compiled, vmapped: Compiled, fixed: tuple[Any, ...], batched: tuple[Any, ...], **tolerances: float
+) -> Any:
+    """`vmapped(*fixed, *batched)` (mapped over the leading axis of `batched`) equals a
+    loop of `compiled(*fixed, *batched[i])`."""
+    batch_size = jax.tree.leaves(batched)[0].shape[0]
+    out = vmapped(*fixed, *batched)
+    looped = stack([compiled(*fixed, *index(batched, i)) for i in range(batch_size)])
+    assert_trees_close(out, looped, **tolerances)
+    return out
+
+
+def check_traced_once(compiled: Compiled, *calls: tuple[Any, ...]) -> None:
+    """After the first call, calls whose arrays differ only in value do not retrace."""
+    assert len(calls) >= 2
+    before = compiled.num_traces
+    jax.block_until_ready(compiled(*calls[0]))
+    after_first = compiled.num_traces
+    assert after_first - before <= 1
+    for args in calls[1:]:
+        jax.block_until_ready(compiled(*args))
+    assert compiled.num_traces == after_first
+
+
+def vmap_over_last(fn: Callable, num_fixed: int) -> Callable:
+    """`fn` vmapped over all arguments after the first `num_fixed` ones."""
+
+    def mapped(*args):
+        fixed, batched = args[:num_fixed], args[num_fixed:]
+        return eqx.filter_vmap(lambda *b: fn(*fixed, *b))(*batched)
+
+    return mapped
+
+
+# --------------------------------------------------------------------------------------
+# Environments.
+# --------------------------------------------------------------------------------------
+
+
+@final
+class PointState(eqx.Module):
+    position: Float[Array, " 1"]
+
+
+@final
+class Point(pr.envs.AbstractEnv[PointState]):
+    """A tiny continuous-action environment: move a point on a line towards 0."""
+
+    @property
+    def observation_space(self) -> pr.Box:
+        return pr.Box(-10.0, 10.0, (1,))
+
+    @property
+    def action_space(self) -> pr.Box:
+        return pr.Box(-1.0, 1.0, (1,))
+
+    def reset(self, key: PRNGKeyArray) -> tuple[PointState, pr.TimeStep]:
+        state = PointState(jax.random.uniform(key, (1,), minval=-5.0, maxval=5.0))
+        return state, pr.TimeStep.first(state.position)
+
+    def step(self, state: PointState, action: Array, key: PRNGKeyArray) -> tuple[PointState, pr.TimeStep]:
+        del key
+        state = PointState(jnp.clip(state.position + action, -10.0, 10.0))
+        reward = -jnp.abs(state.position[0])
+        return state, pr.TimeStep.transition(state.position, reward, reward > -0.1)
+
+
+# Mostly the small pipeline's board: op-by-op (eager) runs then share compiled primitives.
+ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
+    "catch": lambda: pr.envs.Catch(),
+    "auto-reset-catch": lambda: pr.envs.AutoReset(pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS)),
+    "time-limit-catch": lambda: pr.envs.TimeLimit(
+        pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS), max_episode_steps=3
+    ),
+    "auto-reset-time-limit-catch": lambda: pr.envs.AutoReset(
+        pr.envs.TimeLimit(pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS), max_episode_steps=3)
+    ),
+    "point": Point,
+}
+
+
+def run_env(env: pr.envs.AbstractEnv, key: PRNGKeyArray, num_steps: int) -> tuple[Any, pr.TimeStep, Array]:
+    """Resets and takes `num_steps` uniformly random actions.
+
+    Returns the final state, the `num_steps + 1` time steps and the actions.
+    """
+    reset_key, key = jax.random.split(key)
+    state, first = env.reset(reset_key)
+
+    def step(state, key):
+        action_key, step_key = jax.random.split(key)
+        action = env.action_space.sample(action_key)
+        state, timestep = env.step(state, action, step_key)
+        return state, (timestep, action)
+
+    state, (timesteps, actions) = jax.lax.scan(step, state, jax.random.split(key, num_steps))
+    timesteps = jax.tree.map(lambda f, rest: jnp.concatenate([f[None], rest]), first, timesteps)
+    return state, timesteps, actions
+
+
+# --------------------------------------------------------------------------------------
+# Networks.
+# --------------------------------------------------------------------------------------
+
+
+def q_network(
+    key: PRNGKeyArray,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    num_actions: int = NUM_ACTIONS,
+    hidden_sizes: tuple[int, ...] = (8,),
+    activation: Callable[[Array], Array] = jax.nn.relu,
+) -> pr.networks.FeedForwardNetwork:
+    torso_key, head_key = jax.random.split(key)
+    torso = pr.networks.MLPTorso(observation_shape, hidden_sizes, activation=activation, key=torso_key)
+    return pr.networks.FeedForwardNetwork(torso, pr.networks.QValueHead(hidden_sizes[-1], num_actions, key=head_key))
+
+
+def logit_network(
+    key: PRNGKeyArray,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    num_actions: int = NUM_ACTIONS,
+    *,
+    with_value: bool = False,
+) -> pr.networks.FeedForwardNetwork:
+    torso_key, head_key = jax.random.split(key)
+    torso = pr.networks.MLPTorso(observation_shape, (8,), key=torso_key)
+    head = pr.networks.PolicyLogitHead(8, num_actions, with_value=with_value, key=head_key)
+    return pr.networks.FeedForwardNetwork(torso, head)
+
+
+NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
+    "mlp-q": q_network,
+    "mlp-q-two-layers-tanh": lambda key: q_network(key, hidden_sizes=(8, 6), activation=jax.nn.tanh),
+    "mlp-logits": logit_network,
+    "mlp-actor-critic": lambda key: logit_network(key, with_value=True),
+}
+
+
+def network_for(output_type: type, key: PRNGKeyArray, **kwargs: Any) -> pr.networks.AbstractNetwork:
+    """A small network emitting `output_type`."""
+    if output_type is pr.QValues:
+        return q_network(key, **kwargs)
+    if output_type is pr.PolicyLogits:
+        return logit_network(key, **kwargs)
+    raise NotImplementedError(output_type)
+
+
+def random_output(
+    output_type: type, seed: int, batch: tuple[int, ...] = (), num_actions: int = NUM_ACTIONS
+) -> pr.AbstractNetworkOutput:
+    """A random network output (a batch of them if `batch`, built leaf-wise)."""
+    values = jnp.asarray(np.random.default_rng(seed).normal(size=(*batch, num_actions)), jnp.float32)
+    if output_type is pr.QValues:
+        return eqx.tree_at(lambda o: o.q_values, pr.QValues(jnp.zeros(num_actions)), values)
+    if output_type is pr.PolicyLogits:
+        return eqx.tree_at(lambda o: o.logits, pr.PolicyLogits(jnp.zeros(num_actions)), values)
+    raise NotImplementedError(output_type)
+
+
+def normal(seed: int, shape: tuple[int, ...]) -> Array:
+    """Standard normal float32 samples, drawn with NumPy."""
+    return jnp.asarray(np.random.default_rng(seed).normal(size=shape), jnp.float32)
+
+
+# --------------------------------------------------------------------------------------
+# Policies.
+# --------------------------------------------------------------------------------------
+
+POLICIES: dict[str, Callable[[], pr.policies.AbstractPolicy]] = {
+    "greedy": pr.policies.Greedy,
+    "epsilon-greedy": lambda: pr.policies.EpsilonGreedy(0.3),
+    "softmax": lambda: pr.policies.Softmax(0.5),
+    "categorical": pr.policies.Categorical,
+}
+
+# --------------------------------------------------------------------------------------
+# Losses.
+# --------------------------------------------------------------------------------------
+
+LOSSES: dict[str, Callable[[], pr.losses.AbstractLoss]] = {
+    "td-lambda-q": lambda: pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9),
+    "td-lambda-q-one-step": lambda: pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0),
+    "td-lambda-q-monte-carlo": lambda: pr.losses.TDLambdaQLoss(discount=1.0, lambda_=1.0),
+}
+
+
+def random_trajectory(
+    seed: int,
+    num_steps: int,
+    batch_size: int | None = None,
+    *,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    num_actions: int = NUM_ACTIONS,
+    episode_end_probability: float = 0.25,
+) -> pr.Trajectory:
+    """A trajectory `[T + 1]` (or a batch `[T + 1, B]`) with a valid episode structure.
+
+    Episodes end at random (terminated or truncated at random); the step after a last
+    step is a first step with reward 0 and discount 1.
+    """
+    rng = np.random.default_rng(seed)
+    batch = () if batch_size is None else (batch_size,)
+    length = num_steps + 1
+    ends = rng.random((length, *batch)) < episode_end_probability
+    terminates = rng.random((length, *batch)) < 0.5
+    is_first = np.zeros((length, *batch), bool)
+    is_first[0] = rng.random(batch) < 0.5
+    terminated = np.zeros_like(is_first)
+    truncated = np.zeros_like(is_first)
+    for t in range(length):
+        if t > 0:
+            is_first[t] = terminated[t - 1] | truncated[t - 1]
+        terminated[t] = ~is_first[t] & ends[t] & terminates[t]
+        truncated[t] = ~is_first[t] & ends[t] & ~terminates[t]
+    arrays = dict(
+        observation=rng.normal(size=(length, *batch, *observation_shape)).astype(np.float32),
+        reward=np.where(is_first, 0.0, rng.normal(size=is_first.shape)).astype(np.float32),
+        discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
+        is_first=is_first,
+        terminated=terminated,
+        truncated=truncated,
+    )
+    # A time step is typed per step; a batch of them is the same module with stacked leaves.
+    template = pr.TimeStep.first(jnp.zeros(observation_shape))
+    timestep = eqx.tree_at(
+        lambda t: [getattr(t, name) for name in arrays], template, [jnp.asarray(a) for a in arrays.values()]
+    )
+    zero = jnp.zeros((), jnp.float32)
+    policy_step = eqx.tree_at(
+        lambda p: (p.action, p.log_prob, p.entropy),
+        pr.PolicyStep(jnp.zeros((), jnp.int32), zero, zero),
+        (
+            jnp.asarray(rng.integers(0, num_actions, (num_steps, *batch)), jnp.int32),
+            jnp.zeros((num_steps, *batch), jnp.float32),
+            jnp.zeros((num_steps, *batch), jnp.float32),
+        ),
+    )
+    return pr.Trajectory(timestep, policy_step, ())
+
+
+# --------------------------------------------------------------------------------------
+# Learners and pipelines.
+# --------------------------------------------------------------------------------------
+
+
+# optax transformations are static parts of a learner compared by identity: build each
+# once so that learners built alike share compiled code.
+ADAM = optax.adam(1e-2)
+SGD_LEARNING_RATE = 0.1
+SGD = optax.sgd(SGD_LEARNING_RATE)
+CLIPPED_ADAM = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-2))
+
+
+def make_learner(
+    key: PRNGKeyArray,
+    *,
+    policy: pr.policies.AbstractPolicy | None = None,
+    loss: pr.losses.AbstractLoss | None = None,
+    optimizer: optax.GradientTransformation = ADAM,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    num_actions: int = NUM_ACTIONS,
+    hidden_sizes: tuple[int, ...] = (8,),
+    check_nans: bool = False,
+) -> pr.Learner:
+    policy = pr.policies.Greedy() if policy is None else policy
+    loss = pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9) if loss is None else loss
+    network = q_network(key, observation_shape, num_actions, hidden_sizes)
+    return pr.Learner(network, policy, loss, optimizer, check_nans=check_nans)
+
+
+LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.Learner]] = {
+    "greedy-td-lambda-adam": make_learner,
+    "greedy-one-step-sgd": lambda key: make_learner(
+        key, loss=pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0), optimizer=SGD
+    ),
+    "greedy-td-lambda-clipped-adam-check-nans": lambda key: make_learner(key, optimizer=CLIPPED_ADAM, check_nans=True),
+}
+
+
+def small_pipeline(
+    key: PRNGKeyArray,
+    *,
+    env: pr.envs.AbstractEnv | None = None,
+    num_envs: int = 3,
+    rollout_length: int = 6,
+    **learner_kwargs: Any,
+) -> pr.Anakin:
+    """A small Anakin pipeline, by default on a 5x3 Catch (episodes of 4 steps)."""
+    env = pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS) if env is None else env
+    shape = env.observation_space.shape  # pyright: ignore[reportAttributeAccessIssue]
+    learner = make_learner(key, observation_shape=shape, **learner_kwargs)
+    return pr.Anakin(env, learner, num_envs=num_envs, rollout_length=rollout_length)
+
+
+# --------------------------------------------------------------------------------------
+# Independent oracles.
+# --------------------------------------------------------------------------------------
+
+
+def reference_td_lambda_q_loss(
+    network: pr.networks.AbstractNetwork, trajectory: pr.Trajectory, *, discount: Any, lambda_: Any
+) -> Float[Array, ""]:
+    """TD(lambda) Q-learning on one trajectory `[T + 1]`, written with rlax.
+
+    The same objective as the Podracer colab, plus the masking episode boundaries need:
+    no loss on a transition into a first step (it only resets the environment), lambda
+    cut to 0 at a last step (bootstrap from its observation, never across a reset) and
+    the agent's discount times the environment's (0 on termination).
+    """
+    timestep = trajectory.timestep
+    q_values = jax.vmap(lambda observation: network(observation, network.initial_carry())[0].q_values)(
+        timestep.observation
+    )
+    is_last = (timestep.terminated | timestep.truncated).astype(jnp.float32)
+    errors = rlax.td_lambda(
+        v_tm1=rlax.batched_index(q_values[:-1], trajectory.policy_step.action),
+        r_t=timestep.reward[1:],
+        discount_t=discount * timestep.discount[1:],
+        v_t=jnp.max(q_values[1:], axis=-1),
+        lambda_=lambda_ * (1.0 - is_last[1:]),
+        stop_target_gradients=True,
+    )
+    mask = 1.0 - timestep.is_first[1:].astype(jnp.float32)
+    return jnp.mean(mask * jnp.square(errors))
+
+
+# --------------------------------------------------------------------------------------
+# Runs on forced CPU devices, in subprocesses (see multidevice_worker.py).
+# --------------------------------------------------------------------------------------
+
+WORKER = pathlib.Path(__file__).with_name("multidevice_worker.py")
+MULTIDEVICE_NUM_ENVS = 3  # per device on two devices; the one-device run has twice as many
+
+
+@final
+class MultideviceRuns:
+    """The worker subprocesses: two devices (Anakin, filter_pmap) and one device (Anakin,
+    the pmapped runs done separately)."""
+
+    def __init__(self, out: pathlib.Path):
+        self.two_devices = out / "two-devices"
+        self.one_device = out / "one-device"
+        self._processes = {
+            self.two_devices: self._start(self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap"),
+            self.one_device: self._start(self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate"),
+        }
+
+    @staticmethod
+    def _start(out: pathlib.Path, num_devices: int, num_envs: int, *flags: str) -> subprocess.Popen:
+        out.mkdir(parents=True)
+        env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}")
+        command = [sys.executable, str(WORKER), str(out), "--num-envs", str(num_envs), *flags]
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def wait(self, timeout: float = 400.0) -> None:
+        """Waits for both runs; fails with their output if one failed."""
+        for out, process in self._processes.items():
+            output, _ = process.communicate(timeout=timeout)
+            assert process.returncode == 0, f"worker for {out.name} failed:\n{output}"
+
+    def kill(self) -> None:
+        for process in self._processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()

@@ -1,0 +1,114 @@
+"""Runs Anakin on forced CPU devices in a fresh process (used by test_anakin.py).
+
+The device count is fixed when JAX starts, so the tests run this script in a
+subprocess with `XLA_FLAGS=--xla_force_host_platform_device_count=N` set and compare
+the arrays it saves:
+
+    python tests/multidevice_worker.py OUT_DIR --num-envs 4 [--pmap | --separate]
+
+- `anakin.npz`: parameters and losses after `NUM_UPDATES` updates of
+  `Anakin(..., num_envs)` over all devices, and the per-device shapes of the
+  environment batch before and after training.
+- `pmap.npz` (with `--pmap`, on two devices): `eqx.filter_pmap` of init + train over
+  two keys with a single-device mesh.
+- `separate.npz` (with `--separate`): the same two runs done one after the other.
+"""
+
+import argparse
+import pathlib
+import warnings
+
+import jax
+
+
+with warnings.catch_warnings():
+    # Deprecation inside tensorflow_probability (imported by distrax), not podrace.
+    warnings.filterwarnings("ignore", "jax.core.pytype_aval_mappings is deprecated", DeprecationWarning)
+    import distrax  # noqa: F401
+
+import equinox as eqx
+import numpy as np
+import optax
+
+import podrace as pr
+
+
+NUM_UPDATES = 5
+PMAP_UPDATES = 3
+
+
+def build(num_envs: int, mesh: jax.sharding.Mesh | None = None) -> pr.Anakin:
+    env = pr.envs.Catch(rows=5, columns=3)
+    torso_key, head_key = jax.random.split(jax.random.key(1))
+    network = pr.networks.FeedForwardNetwork(
+        pr.networks.MLPTorso(env.observation_space.shape, (16,), key=torso_key),
+        pr.networks.QValueHead(16, 3, key=head_key),
+    )
+    learner = pr.Learner(
+        network, pr.policies.Greedy(), pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9), optax.adam(1e-2)
+    )
+    return pr.Anakin(env, learner, num_envs=num_envs, rollout_length=6, mesh=mesh)
+
+
+def shard_shapes(tree) -> np.ndarray:
+    """For every leaf, the leading size of each device's shard: `[leaves, devices]`."""
+    return np.asarray([[shard.data.shape[0] for shard in leaf.addressable_shards] for leaf in jax.tree.leaves(tree)])
+
+
+def leaves(tree) -> dict[str, np.ndarray]:
+    return {f"{i:03d}": np.asarray(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
+
+
+def run_anakin(out: pathlib.Path, num_envs: int) -> None:
+    pipeline = build(num_envs)
+    state = pipeline.init(jax.random.key(0))
+    before = shard_shapes(state.envs.episode_return)
+    result = pipeline.train(state, num_updates=NUM_UPDATES)
+    np.savez(
+        out / "anakin.npz",
+        num_devices=pipeline.num_devices,
+        device_count=jax.device_count(),
+        shards_before=before,
+        shards_after=shard_shapes(result.state.envs),
+        loss=np.asarray(result.metrics.update.loss),
+        **{f"param_{k}": v for k, v in leaves(result.state.learner.params).items()},
+    )
+
+
+def _pmap_pipeline() -> pr.Anakin:
+    return build(3, mesh=jax.sharding.Mesh(jax.devices()[:1], ("devices",)))
+
+
+def _pmap_keys() -> jax.Array:
+    return jax.random.split(jax.random.key(2), 2)
+
+
+def run_pmap(out: pathlib.Path) -> None:
+    pipeline = _pmap_pipeline()
+    result = eqx.filter_pmap(lambda key: pipeline.train(pipeline.init(key), num_updates=PMAP_UPDATES))(_pmap_keys())
+    np.savez(out / "pmap.npz", **leaves((result.state.learner, result.metrics)))
+
+
+def run_separate(out: pathlib.Path) -> None:
+    pipeline = _pmap_pipeline()
+    results = [pipeline.train(pipeline.init(key), num_updates=PMAP_UPDATES) for key in _pmap_keys()]
+    stacked = jax.tree.map(lambda *x: np.stack(x), *[(r.state.learner, r.metrics) for r in results])
+    np.savez(out / "separate.npz", **leaves(stacked))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=pathlib.Path)
+    parser.add_argument("--num-envs", type=int, required=True)
+    parser.add_argument("--pmap", action="store_true")
+    parser.add_argument("--separate", action="store_true")
+    args = parser.parse_args()
+    run_anakin(args.out, args.num_envs)
+    if args.pmap:
+        run_pmap(args.out)
+    if args.separate:
+        run_separate(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The `podrace` command."""
+
+import pytest
+
+from podrace import cli
+
+
+def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_path, capsys):
+    output = tmp_path / "c.png"
+    argv = ["train", "catch", "--num-updates", "200", "--updates-per-call", "100", "--output", str(output)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "Catch on 1 cpu device(s): 128 envs per device, rollouts of 16, 200 updates (100 per call)." in printed
+    for line in ("compile: ", "frames per second: ", "mean episode reward (last 100 updates): "):
+        assert line in printed, printed
+    reward = float(printed.split("mean episode reward (last 100 updates): ")[1].split()[0])
+    assert -1.0 <= reward <= 1.0
+    assert f"learning curve: {output}" in printed
+    assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.parametrize(
+    "flag", [["--num-envs", "0"], ["--rollout-length", "-1"], ["--num-updates", "0"], ["--updates-per-call", "x"]]
+)
+def test_bad_flags_exit_with_a_usage_error(flag, capsys):
+    with pytest.raises(SystemExit) as error:
+        cli.main(["train", "catch", *flag])
+    assert error.value.code == 2
+    assert flag[0] in capsys.readouterr().err
+
+
+def test_a_hyperparameter_outside_its_range_is_reported(tmp_path, capsys):
+    argv = ["train", "catch", "--lambda", "1.5", "--num-updates", "1", "--output", str(tmp_path / "c.png")]
+    assert cli.main(argv) == 2
+    assert r"lambda_ must lie in [0, 1]" in capsys.readouterr().err
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_a_command_is_required(capsys):
+    with pytest.raises(SystemExit) as error:
+        cli.main([])
+    assert error.value.code == 2
+    assert "usage: podrace" in capsys.readouterr().err

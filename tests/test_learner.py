@@ -1,0 +1,171 @@
+"""Learners: the shared contract, the update's arithmetic, NaN checks, fit checks."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import podrace as pr
+
+from . import helpers
+
+
+NUM_STEPS, BATCH = 6, 3
+
+
+def _update(learner, state, trajectory):
+    return learner.update(state, trajectory)
+
+
+def _act(learner, params, observation, key):
+    return learner.act(params, observation, learner.network.initial_carry(), key)
+
+
+def _updates(learner, state, trajectory, num_updates):
+    def body(state, _):
+        state, metrics = learner.update(state, trajectory)
+        return state, metrics.loss
+
+    return jax.lax.scan(body, state, length=num_updates)
+
+
+UPDATE = helpers.Compiled(_update)
+ACT = helpers.Compiled(_act)
+ACT_BATCH = helpers.Compiled(helpers.vmap_over_last(_act, 2))
+UPDATES = helpers.Compiled(_updates)
+
+
+def _setup(name, seed=0):
+    learner = helpers.LEARNERS[name](jax.random.key(seed))
+    return learner, learner.init(), helpers.random_trajectory(seed, NUM_STEPS, BATCH)
+
+
+@pytest.mark.parametrize("name", helpers.LEARNERS)
+def test_learner_init(name):
+    learner, state, _ = _setup(name)
+    assert isinstance(state, pr.LearnerState)
+    helpers.assert_trees_close(state.params, eqx.filter(learner.network, eqx.is_inexact_array), rtol=0, atol=0)
+    assert int(state.num_updates) == 0 and state.num_updates.dtype == jnp.int32
+    helpers.assert_trees_close(state.opt_state, learner.optimizer.init(state.params), rtol=0, atol=0)
+    helpers.assert_trees_close(learner.network_with(state.params), learner.network, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", helpers.LEARNERS)
+def test_learner_update_jit_equals_eager(name):
+    learner, state, trajectory = _setup(name)
+    helpers.check_jit_equals_eager(UPDATE, learner, state, trajectory, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", helpers.LEARNERS)
+def test_learner_update_is_deterministic_and_finite(name):
+    learner, state, trajectory = _setup(name)
+    first, second = UPDATE(learner, state, trajectory), UPDATE(learner, state, trajectory)
+    helpers.assert_trees_close(first, second, rtol=0, atol=0)
+    new_state, metrics = first
+    assert isinstance(metrics, pr.UpdateMetrics)
+    assert int(new_state.num_updates) == 1
+    helpers.assert_all_finite(new_state)
+    for value in (metrics.loss, metrics.grad_norm, *metrics.terms.values()):
+        assert value.shape == () and np.isfinite(float(value))
+    assert float(metrics.grad_norm) > 0
+    helpers.assert_trees_differ(new_state.params, state.params)
+
+
+@pytest.mark.parametrize("name", helpers.LEARNERS)
+def test_learner_update_traces_once(name):
+    learner, state, _ = _setup(name)
+    calls = []
+    for seed in range(3):
+        trajectory = helpers.random_trajectory(seed, NUM_STEPS, BATCH)
+        calls.append((learner, state, trajectory))
+        state, _ = UPDATE(learner, state, trajectory)
+    helpers.check_traced_once(UPDATE, *calls)
+
+
+@pytest.mark.parametrize("name", helpers.LEARNERS)
+def test_learner_act_vmap_equals_loop(name):
+    learner, state, _ = _setup(name)
+    observations = helpers.normal(1, (4, *helpers.OBS_SHAPE))
+    keys = jax.random.split(jax.random.key(2), 4)
+    steps, carry = helpers.check_vmap_equals_loop(ACT, ACT_BATCH, (learner, state.params), (observations, keys))
+    assert carry == ()
+    assert steps.action.shape == (4,) and steps.action.dtype == jnp.int32
+    # Greedy learners act with the argmax of their network.
+    q_values = jax.vmap(lambda o: learner.network(o, ())[0].q_values)(observations)
+    np.testing.assert_array_equal(steps.action, jnp.argmax(q_values, axis=-1))
+
+
+@pytest.mark.parametrize("name", helpers.LEARNERS)
+def test_learner_updates_reduce_the_loss_on_a_fixed_batch(name):
+    learner, state, trajectory = _setup(name)
+    _, losses = UPDATES(learner, state, trajectory, 100)
+    losses = np.asarray(losses)
+    assert np.all(np.isfinite(losses))
+    assert losses[-10:].mean() < 0.5 * losses[:10].mean()
+
+
+def test_update_applies_the_gradient_of_the_loss():
+    learning_rate = helpers.SGD_LEARNING_RATE
+    learner = helpers.make_learner(jax.random.key(0), optimizer=helpers.SGD)
+    state = learner.init()
+    trajectory = helpers.random_trajectory(3, NUM_STEPS, BATCH)
+    new_state, metrics = UPDATE(learner, state, trajectory)
+
+    def objective(params):
+        return learner.loss(learner.network_with(params), trajectory)[0]
+
+    loss, grads = eqx.filter_jit(jax.value_and_grad(objective))(state.params)
+    np.testing.assert_allclose(metrics.loss, loss, rtol=1e-6)
+    np.testing.assert_allclose(metrics.grad_norm, optax.tree.norm(grads), rtol=1e-5)
+    expected = jax.tree.map(lambda p, g: p - learning_rate * g, state.params, grads)
+    helpers.assert_trees_close(new_state.params, expected, rtol=1e-5, atol=1e-7)
+
+
+# --------------------------------------------------------------------------------------
+# NaN checks.
+# --------------------------------------------------------------------------------------
+
+
+def _nan_params(state):
+    return eqx.tree_at(lambda s: s.params, state, jax.tree.map(lambda x: jnp.full_like(x, jnp.nan), state.params))
+
+
+def test_check_nans_names_the_non_finite_loss_term():
+    learner = helpers.make_learner(jax.random.key(0), check_nans=True)
+    state = _nan_params(learner.init())
+    trajectory = helpers.random_trajectory(0, NUM_STEPS, BATCH)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="loss term 'td_loss' is not finite"):
+        jax.block_until_ready(UPDATE(learner, state, trajectory))
+
+
+def test_check_nans_passes_finite_updates():
+    learner = helpers.make_learner(jax.random.key(0), check_nans=True)
+    _, metrics = UPDATE(learner, learner.init(), helpers.random_trajectory(0, NUM_STEPS, BATCH))
+    assert np.isfinite(float(metrics.loss))
+
+
+def test_without_check_nans_a_nan_loss_is_returned():
+    learner = helpers.make_learner(jax.random.key(0))
+    _, metrics = UPDATE(learner, _nan_params(learner.init()), helpers.random_trajectory(0, NUM_STEPS, BATCH))
+    assert np.isnan(float(metrics.loss)) and np.isnan(float(metrics.terms["td_loss"]))
+
+
+# --------------------------------------------------------------------------------------
+# Parts that do not fit.
+# --------------------------------------------------------------------------------------
+
+
+def test_learner_rejects_a_policy_for_another_network_output():
+    network = helpers.q_network(jax.random.key(0))
+    loss = pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.9)
+    with pytest.raises(ValueError, match="policy Categorical reads PolicyLogits but the network emits QValues"):
+        pr.Learner(network, pr.policies.Categorical(), loss, optax.adam(1e-3))
+
+
+def test_learner_rejects_a_loss_for_another_network_output():
+    network = helpers.logit_network(jax.random.key(0))
+    loss = pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.9)
+    with pytest.raises(ValueError, match="loss TDLambdaQLoss reads QValues but the network emits PolicyLogits"):
+        pr.Learner(network, pr.policies.Categorical(), loss, optax.adam(1e-3))
