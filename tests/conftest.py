@@ -32,6 +32,8 @@ MULTIDEVICE = pytest.StashKey[helpers.MultideviceRuns]()
 def pytest_collection_finish(session: pytest.Session) -> None:
     # The multi-device runs are subprocesses that take a while: start them as soon as
     # the tests that read them are selected, so that they overlap with other tests.
+    if session.config.option.collectonly:
+        return
     if any("multidevice_runs" in getattr(item, "fixturenames", ()) for item in session.items):
         session.config.stash[MULTIDEVICE] = helpers.MultideviceRuns(
             pathlib.Path(tempfile.mkdtemp(prefix="podrace-multidevice-"))

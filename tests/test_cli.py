@@ -10,7 +10,8 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
     argv = ["train", "catch", "--num-updates", "200", "--updates-per-call", "100", "--output", str(output)]
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "Catch on 1 cpu device(s): 128 envs per device, rollouts of 16, 200 updates (100 per call)." in printed
+    # The Podracer paper's configuration by default.
+    assert "128 envs per device" in printed and "rollouts of 16" in printed, printed
     for line in ("compile: ", "frames per second: ", "mean episode reward (last 100 updates): "):
         assert line in printed, printed
     reward = float(printed.split("mean episode reward (last 100 updates): ")[1].split()[0])
