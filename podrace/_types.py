@@ -100,14 +100,14 @@ class TimeStep(eqx.Module):
     """
 
     observation: PyTree[Array]
-    reward: Float[Array, ""]
-    discount: Float[Array, ""]
-    is_first: Bool[Array, ""]
-    terminated: Bool[Array, ""]
-    truncated: Bool[Array, ""]
+    reward: Float[Array, "*batch"]
+    discount: Float[Array, "*batch"]
+    is_first: Bool[Array, "*batch"]
+    terminated: Bool[Array, "*batch"]
+    truncated: Bool[Array, "*batch"]
 
     @property
-    def is_last(self) -> Bool[Array, ""]:
+    def is_last(self) -> Bool[Array, "*batch"]:
         """Whether the episode ended here, by termination or truncation."""
         return self.terminated | self.truncated
 

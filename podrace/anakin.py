@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
+from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
 
 from ._types import Discrete, TimeStep, Trajectory
 from .envs import AbstractEnv, AutoReset
@@ -42,8 +42,8 @@ class EnvBatch(eqx.Module):
     env_state: PyTree[Array]
     timestep: TimeStep
     carry: PyTree[Array]
-    key: PRNGKeyArray
-    episode_return: Float[Array, " batch"]
+    key: Key[Array, "*batch"]
+    episode_return: Float[Array, "*batch"]
 
 
 @final

@@ -138,5 +138,5 @@ class Learner(eqx.Module):
                 grads = eqx.error_if(grads, ~jnp.isfinite(value), f"podrace: loss term '{name}' is not finite")
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = eqx.apply_updates(state.params, updates)
-        metrics = UpdateMetrics(loss, terms, optax.global_norm(grads))
+        metrics = UpdateMetrics(loss, terms, optax.tree.norm(grads))
         return LearnerState(params, opt_state, state.num_updates + 1), metrics

@@ -13,6 +13,19 @@ from ._base import AbstractNetwork
 OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
 
 
+def _linear(layer: eqx.nn.Linear, x: Float[Array, " in_features"]) -> Array:
+    """Applies `layer` as `x @ weight.T + bias`.
+
+    Same result as `layer(x)`, but under `vmap` over a batch this form lowers to one
+    row-major matmul, which XLA's CPU backend runs markedly faster than the batched
+    matrix-vector product of `weight @ x`.
+    """
+    y = x @ layer.weight.T
+    if layer.bias is not None:
+        y = y + layer.bias
+    return y[0] if layer.out_features == "scalar" else y
+
+
 @final
 class MLPTorso(eqx.Module):
     """Flattens an observation and applies fully connected layers with an activation.
@@ -48,7 +61,7 @@ class MLPTorso(eqx.Module):
     def __call__(self, observation: Array) -> Float[Array, " output_size"]:
         x = jnp.ravel(observation)
         for layer in self.layers:
-            x = self.activation(layer(x))
+            x = self.activation(_linear(layer, x))
         return x
 
 
@@ -72,7 +85,7 @@ class QValueHead(eqx.Module):
         self.num_actions = num_actions
 
     def __call__(self, features: Float[Array, " in_size"]) -> QValues:
-        return QValues(self.linear(features))
+        return QValues(_linear(self.linear, features))
 
 
 @final
@@ -91,7 +104,7 @@ class ValueHead(eqx.Module):
         self.linear = eqx.nn.Linear(in_size, "scalar", key=key)
 
     def __call__(self, features: Float[Array, " in_size"]) -> Float[Array, ""]:
-        return self.linear(features)
+        return _linear(self.linear, features)
 
 
 @final
@@ -119,7 +132,7 @@ class PolicyLogitHead(eqx.Module):
 
     def __call__(self, features: Float[Array, " in_size"]) -> PolicyLogits:
         value = None if self.value_head is None else self.value_head(features)
-        return PolicyLogits(self.linear(features), value)
+        return PolicyLogits(_linear(self.linear, features), value)
 
 
 @final

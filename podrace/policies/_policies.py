@@ -40,7 +40,8 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
         The action with its log-probability and the distribution's entropy.
         """
         distribution = self.distribution(output)
-        action, log_prob = distribution.sample_and_log_prob(seed=key)
+        action = distribution.sample(seed=key)
+        log_prob = distribution.log_prob(action)
         return PolicyStep(jnp.asarray(action), jnp.asarray(log_prob), jnp.asarray(distribution.entropy()))
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
