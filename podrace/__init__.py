@@ -1,6 +1,13 @@
 """podrace: reinforcement learning on JAX, composed from typed Equinox modules."""
 
-from . import anakin as anakin, envs as envs, losses as losses, networks as networks, policies as policies
+from . import (
+    anakin as anakin,
+    envs as envs,
+    host as host,
+    losses as losses,
+    networks as networks,
+    policies as policies,
+)
 from ._types import (
     AbstractNetworkOutput as AbstractNetworkOutput,
     AbstractSpace as AbstractSpace,
@@ -18,6 +25,7 @@ from .anakin import (
     TrainMetrics as TrainMetrics,
     TrainResult as TrainResult,
 )
+from .evaluation import EvaluationResult as EvaluationResult, evaluate as evaluate
 from .learners import Learner as Learner, LearnerState as LearnerState, UpdateMetrics as UpdateMetrics
 
 

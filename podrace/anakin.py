@@ -18,7 +18,8 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
 
-from ._types import Discrete, TimeStep, Trajectory
+from ._types import TimeStep, Trajectory
+from ._validation import check_agent_fits, check_positive_int
 from .envs import AbstractEnv, AutoReset
 from .learners import Learner, LearnerState, UpdateMetrics
 
@@ -197,14 +198,14 @@ class Anakin(eqx.Module):
         rollout_length: int,
         mesh: Mesh | None = None,
     ):
-        for name, value in (("num_envs", num_envs), ("rollout_length", rollout_length)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"Anakin: {name} must be a positive integer, got {value!r}.")
+        check_positive_int("Anakin", "num_envs", num_envs)
+        check_positive_int("Anakin", "rollout_length", rollout_length)
         if mesh is None:
             mesh = jax.make_mesh((jax.device_count(),), ("devices",))
         if len(mesh.axis_names) != 1:
             raise ValueError(f"Anakin: the mesh must have one axis (the devices), got axes {mesh.axis_names}.")
-        _check_fit(env, learner)
+        observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+        check_agent_fits(learner.network, learner.policy, env.action_space, observation, env_name=type(env).__name__)
         self.env = env if isinstance(env, AutoReset) else AutoReset(env)
         self.learner = learner
         self.num_envs = num_envs
@@ -261,8 +262,7 @@ class Anakin(eqx.Module):
 
         The new state and the metrics of each update.
         """
-        if not isinstance(num_updates, int) or num_updates <= 0:
-            raise ValueError(f"Anakin.train: num_updates must be a positive integer, got {num_updates!r}.")
+        check_positive_int("Anakin.train", "num_updates", num_updates)
         options = dict(rollout_length=self.rollout_length, num_updates=num_updates)
         if self.num_devices == 1:
             state, metrics = _train_on_shard(self.env, self.learner, state, axis_name=None, **options)
@@ -284,22 +284,3 @@ class Anakin(eqx.Module):
             out_specs=(replicated, split, replicated),
         )(dynamic, state.learner, state.envs)
         return TrainResult(AnakinState(learner_state, envs), metrics)
-
-
-def _check_fit(env: AbstractEnv, learner: Learner) -> None:
-    """Raises `ValueError` naming both parts when the learner cannot act in `env`."""
-    learner.policy.check_action_space(env.action_space)
-    action_space = env.action_space
-    if isinstance(action_space, Discrete) and learner.network.num_actions != action_space.num_values:
-        raise ValueError(
-            f"The network's head has {learner.network.num_actions} outputs but {type(env).__name__} has "
-            f"{action_space.num_values} actions; build the head with num_actions={action_space.num_values}."
-        )
-    observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
-    try:
-        jax.eval_shape(learner.network, observation, learner.network.initial_carry())
-    except Exception as error:
-        raise ValueError(
-            f"The network cannot take {type(env).__name__}'s observations (shape "
-            f"{jax.tree.map(lambda x: x.shape, observation)}): {error}. Build its torso for that shape."
-        ) from error

@@ -210,6 +210,13 @@ ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
         pr.envs.TimeLimit(pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS), max_episode_steps=3)
     ),
     "point": Point,
+    "cartpole-v1": pr.envs.cartpole_v1,
+    "auto-reset-time-limit-cartpole": lambda: pr.envs.AutoReset(pr.envs.TimeLimit(pr.envs.CartPole(), 4)),
+    "pendulum-v1": pr.envs.pendulum_v1,
+    "auto-reset-deep-sea": lambda: pr.envs.AutoReset(pr.envs.DeepSea(size=4)),
+    "auto-reset-stochastic-deep-sea": lambda: pr.envs.AutoReset(pr.envs.DeepSea(size=4, deterministic=False)),
+    "gymnax-cartpole": lambda: pr.envs.GymnaxEnv.make("CartPole-v1"),
+    "gymnax-catch": lambda: pr.envs.AutoReset(pr.envs.GymnaxEnv.make("Catch-bsuite")),
 }
 
 

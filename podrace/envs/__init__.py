@@ -1,7 +1,12 @@
 """Environments: the abstract interface, built-in JAX environments and wrappers."""
 
 from ._base import AbstractEnv as AbstractEnv
+from .cartpole import CartPole as CartPole, CartPoleState as CartPoleState, cartpole_v1 as cartpole_v1
 from .catch import Catch as Catch, CatchState as CatchState
+from .checker import EnvCheckError as EnvCheckError, EnvCheckReport as EnvCheckReport, check_env as check_env
+from .deep_sea import DeepSea as DeepSea, DeepSeaState as DeepSeaState
+from .from_gymnax import GymnaxEnv as GymnaxEnv
+from .pendulum import Pendulum as Pendulum, PendulumState as PendulumState, pendulum_v1 as pendulum_v1
 from .wrappers import (
     AutoReset as AutoReset,
     AutoResetState as AutoResetState,
@@ -10,4 +15,24 @@ from .wrappers import (
 )
 
 
-__all__ = ["AbstractEnv", "Catch", "CatchState", "AutoReset", "AutoResetState", "TimeLimit", "TimeLimitState"]
+__all__ = [
+    "AbstractEnv",
+    "check_env",
+    "EnvCheckError",
+    "EnvCheckReport",
+    "CartPole",
+    "CartPoleState",
+    "cartpole_v1",
+    "Catch",
+    "CatchState",
+    "DeepSea",
+    "DeepSeaState",
+    "GymnaxEnv",
+    "Pendulum",
+    "PendulumState",
+    "pendulum_v1",
+    "AutoReset",
+    "AutoResetState",
+    "TimeLimit",
+    "TimeLimitState",
+]

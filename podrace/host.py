@@ -1,0 +1,429 @@
+"""Host environments: acting in a batch of Gymnasium environments and learning from it.
+
+A [`podrace.host.GymnasiumCollector`][] steps a `gymnasium.vector.VectorEnv` with a
+learner's policy and returns the same [`podrace.Trajectory`][] that the on-device
+rollout produces, so every learner trains on host environments unchanged.
+[`podrace.host.train_on_host`][] alternates collection and updates; with `overlap`, a
+background thread collects the next rollout while the learner updates on the last one
+(double buffering, as in rlplay's parallel samplers and IMPALA-style actors).
+
+Gymnasium's "next-step" autoreset mode, its default, is required: after a step that
+ends an episode (`terminated` or `truncated`) that step's observation is the final
+one, and the next `step` call ignores its action and returns the first observation of
+a new episode with reward 0. This is podrace's [`podrace.envs.AutoReset`][]
+convention, so `is_first` at step `t` is `is_last` at step `t - 1`.
+
+Requires the `gymnasium` extra: `pip install 'podrace[gymnasium]'`.
+"""
+
+import concurrent.futures
+import dataclasses
+from typing import Any, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PRNGKeyArray, PyTree
+
+from ._types import AbstractSpace, Box, Discrete, PolicyStep, TimeStep, Trajectory
+from ._validation import check_agent_fits, check_positive_int
+from .anakin import TrainMetrics
+from .evaluation import EvaluationResult
+from .learners import Learner, LearnerState, UpdateMetrics
+from .networks import AbstractNetwork
+from .policies import AbstractPolicy
+
+
+def _import_gymnasium():
+    try:
+        import gymnasium
+    except ImportError as error:
+        raise ImportError("Host environments need Gymnasium: pip install 'podrace[gymnasium]'.") from error
+    return gymnasium
+
+
+def space_from_gymnasium(space: Any) -> AbstractSpace:
+    """The podrace space of a Gymnasium `Discrete` (starting at 0) or `Box` space.
+
+    **Arguments:**
+
+    - `space`: a `gymnasium.spaces.Space`.
+
+    **Returns:**
+
+    The equivalent [`podrace.Discrete`][] or [`podrace.Box`][].
+
+    **Raises:**
+
+    `ValueError` for other spaces, or a `Discrete` space that does not start at 0.
+    """
+    spaces = _import_gymnasium().spaces
+    if isinstance(space, spaces.Discrete):
+        if int(space.start) != 0:
+            raise ValueError(f"podrace's Discrete actions start at 0, but the space is {space}.")
+        return Discrete(int(space.n))
+    if isinstance(space, spaces.Box):
+        return Box(space.low, space.high, space.shape, space.dtype)
+    raise ValueError(f"Gymnasium space {space} is not supported: podrace takes Discrete and Box spaces.")
+
+
+def _check_vector_env(envs: Any) -> None:
+    gymnasium = _import_gymnasium()
+    if not isinstance(envs, gymnasium.vector.VectorEnv):
+        raise ValueError(
+            f"Expected a gymnasium.vector.VectorEnv, got {type(envs).__name__}; build one with "
+            "gymnasium.make_vec(env_id, num_envs=...)."
+        )
+    mode = envs.metadata.get("autoreset_mode", gymnasium.vector.AutoresetMode.NEXT_STEP)
+    if mode != gymnasium.vector.AutoresetMode.NEXT_STEP:
+        raise ValueError(
+            f"The vector env resets in mode {mode}; podrace needs AutoresetMode.NEXT_STEP (Gymnasium's default), "
+            "e.g. gymnasium.make_vec(env_id, num_envs, vector_kwargs={'autoreset_mode': "
+            "gymnasium.vector.AutoresetMode.NEXT_STEP})."
+        )
+
+
+def _check_vector_env_fits(envs: Any, network: AbstractNetwork, policy: AbstractPolicy) -> None:
+    """Raises `ValueError` unless `envs` is a next-step-autoreset vector env the agent can act in."""
+    _check_vector_env(envs)
+    observation_space = space_from_gymnasium(envs.single_observation_space)
+    if not isinstance(observation_space, Box):
+        raise ValueError(f"podrace takes Box observations from Gymnasium, got {envs.single_observation_space}.")
+    observation = jax.ShapeDtypeStruct(observation_space.shape, observation_space.dtype)
+    env_name = f"the Gymnasium env {envs.spec.id if envs.spec else type(envs).__name__}"
+    check_agent_fits(network, policy, space_from_gymnasium(envs.single_action_space), observation, env_name=env_name)
+
+
+@final
+class _BatchedActor:
+    """A network and a policy acting in a batch of host environments, one jitted call a step.
+
+    Per step this is a plain `jax.jit` call on a flat list of arrays and raw key data
+    (flattening modules and wrapping keys on the host costs more than the dispatch);
+    only the actions come back to the host, the policy steps stay on the device until
+    the rollout is stacked.
+    """
+
+    def __init__(self, network: AbstractNetwork, policy: AbstractPolicy):
+        self._policy = policy
+        arrays, static = eqx.partition((network, policy), eqx.is_array)
+        treedef = jax.tree.structure(arrays)
+        initial_carry = network.initial_carry()
+
+        def act(leaves, observation, carry, is_first, key_data):
+            network, policy = eqx.combine(jax.tree.unflatten(treedef, leaves), static)
+            key, act_key = jax.random.split(jax.random.wrap_key_data(key_data))
+            keys = jax.random.split(act_key, is_first.shape[0])
+
+            def act_one(observation, carry, is_first, key):
+                carry = jax.tree.map(lambda i, c: jnp.where(is_first, i, c), initial_carry, carry)
+                output, carry = network(observation, carry)
+                return policy(output, key), carry
+
+            policy_step, carry = jax.vmap(act_one)(observation, carry, is_first, keys)
+            return policy_step.action, policy_step, carry, jax.random.key_data(key)
+
+        self._act = jax.jit(act)
+        self._initial_carry = initial_carry
+
+    def arrays(self, network: AbstractNetwork) -> list[Array]:
+        """The arrays to act with: `network`'s (same structure, any parameters) and the policy's."""
+        return jax.tree.leaves(eqx.filter((network, self._policy), eqx.is_array))
+
+    def initial_carry(self, num_envs: int) -> PyTree[Array]:
+        """The network's initial carry for `num_envs` environments."""
+        return jax.tree.map(lambda c: jnp.broadcast_to(c, (num_envs, *jnp.shape(c))), self._initial_carry)
+
+    def __call__(
+        self, arrays: list[Array], observation: np.ndarray, carry: PyTree[Array], is_first: np.ndarray, key_data: Array
+    ) -> tuple[Array, PolicyStep, PyTree[Array], Array]:
+        """The actions, the policy steps, the next carry and the next key data."""
+        return self._act(arrays, observation, carry, is_first, key_data)
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class EpisodeStatistics:
+    """Returns and lengths of the episodes that ended during one rollout.
+
+    **Arguments:**
+
+    - `returns`: the undiscounted return of each.
+    - `lengths`: the number of steps of each.
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+
+
+@final
+class _EpisodeTracker:
+    """Running returns and lengths of a batch of host environments."""
+
+    def __init__(self, num_envs: int):
+        self.returns = np.zeros(num_envs)
+        self.lengths = np.zeros(num_envs, np.int64)
+
+    def record(self, timestep: "_HostStep") -> None:
+        """Adds a step; a reset step (`is_first`) starts a new episode at 0."""
+        self.returns = np.where(timestep.is_first, 0.0, self.returns + timestep.reward)
+        self.lengths = np.where(timestep.is_first, 0, self.lengths + 1)
+
+
+@final
+class GymnasiumCollector:
+    """Steps a `gymnasium.vector.VectorEnv` with a learner's policy, a rollout at a time.
+
+    Each call of `collect` takes `rollout_length` steps of every environment and
+    returns a time-major [`podrace.Trajectory`][] `[T + 1, B]` whose first time step
+    is the last one of the previous rollout, as in the on-device pipeline.
+    Termination and truncation are kept apart: `discount` is 0 only on termination,
+    and the final observation of a truncated episode is there to bootstrap from.
+
+    **Arguments:**
+
+    - `envs`: the vector env, in Gymnasium's default "next-step" autoreset mode.
+    - `learner`: provides the network and the behaviour policy; checked to fit the
+        env's spaces.
+    - `rollout_length`: steps per rollout (`T`).
+    - `key`: the policy's randomness.
+    - `seed`: seeds the environments' first reset.
+    """
+
+    def __init__(
+        self,
+        envs: Any,
+        learner: Learner,
+        *,
+        rollout_length: int,
+        key: PRNGKeyArray,
+        seed: int | None = None,
+    ):
+        check_positive_int("GymnasiumCollector", "rollout_length", rollout_length)
+        _check_vector_env_fits(envs, learner.network, learner.policy)
+        self.envs = envs
+        self.learner = learner
+        self.rollout_length = rollout_length
+        self._actor = _BatchedActor(learner.network, learner.policy)
+        self._key_data = jax.random.key_data(key)
+        observation, _ = envs.reset(seed=seed)
+        num_envs = envs.num_envs
+        self._timestep = _first_timestep(observation)
+        self._carry = self._actor.initial_carry(num_envs)
+        self._episodes = _EpisodeTracker(num_envs)
+
+    @property
+    def num_envs(self) -> int:
+        """The number of environments `B`."""
+        return self.envs.num_envs
+
+    def collect(self, params: PyTree[Array]) -> tuple[Trajectory, EpisodeStatistics]:
+        """One rollout with the network's parameters `params`.
+
+        **Arguments:**
+
+        - `params`: the learner's parameters (`LearnerState.params`).
+
+        **Returns:**
+
+        The trajectory `[T + 1, B]` (on the default device) and the statistics of the
+        episodes that ended during the rollout.
+        """
+        arrays = self._actor.arrays(self.learner.network_with(params))
+        carry_before = self._carry
+        timesteps, policy_steps = [self._timestep], []
+        ended_returns, ended_lengths = [], []
+        timestep, carry, key_data = self._timestep, self._carry, self._key_data
+        for _ in range(self.rollout_length):
+            action, policy_step, carry, key_data = self._actor(
+                arrays, timestep.observation, carry, timestep.is_first, key_data
+            )
+            policy_steps.append(policy_step)
+            observation, reward, terminated, truncated, _ = self.envs.step(np.asarray(action))
+            timestep = _host_timestep(observation, reward, terminated, truncated, timestep.is_last)
+            timesteps.append(timestep)
+            self._episodes.record(timestep)
+            ended_returns.append(self._episodes.returns[timestep.is_last])
+            ended_lengths.append(self._episodes.lengths[timestep.is_last])
+        self._timestep, self._carry, self._key_data = timestep, carry, key_data
+        trajectory = Trajectory(
+            timestep=_stack_timesteps(timesteps),
+            policy_step=_stack_on_device(policy_steps),
+            carry=carry_before,
+        )
+        return trajectory, EpisodeStatistics(np.concatenate(ended_returns), np.concatenate(ended_lengths))
+
+    def close(self) -> None:
+        """Closes the environments."""
+        self.envs.close()
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class _HostStep:
+    """A batch of time steps in NumPy arrays, with podrace's dtypes and flags."""
+
+    observation: np.ndarray
+    reward: np.ndarray
+    discount: np.ndarray
+    is_first: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+    @property
+    def is_last(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+
+def _host_timestep(observation, reward, terminated, truncated, is_first) -> _HostStep:
+    terminated = np.asarray(terminated, bool)
+    truncated = np.asarray(truncated, bool) & ~terminated
+    discount = np.where(terminated, 0.0, 1.0).astype(np.float32)
+    return _HostStep(
+        np.asarray(observation),
+        np.asarray(reward, np.float32),
+        discount,
+        np.asarray(is_first, bool),
+        terminated,
+        truncated,
+    )
+
+
+@jax.jit
+def _stack_on_device(steps: list[PolicyStep]) -> PolicyStep:
+    """The policy steps `[T, B]`, stacked in one dispatch."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *steps)
+
+
+def _first_timestep(observation: np.ndarray) -> _HostStep:
+    """The time steps of a batch just reset."""
+    num_envs = len(observation)
+    no = np.zeros(num_envs, bool)
+    return _host_timestep(observation, np.zeros(num_envs), no, no, np.ones(num_envs, bool))
+
+
+def _stack_timesteps(steps: list[_HostStep]) -> TimeStep:
+    """The time steps `[T + 1, B]` on the default device."""
+    fields = (np.stack([getattr(step, field.name) for step in steps]) for field in dataclasses.fields(_HostStep))
+    return TimeStep(*(jnp.asarray(field) for field in fields))
+
+
+@final
+class HostTrainResult(eqx.Module):
+    """What [`podrace.host.train_on_host`][] returns.
+
+    **Arguments:**
+
+    - `state`: the learner state after the last update.
+    - `metrics`: one entry per update (leading axis `num_updates`), as from
+        [`podrace.Anakin.train`][].
+    """
+
+    state: LearnerState
+    metrics: TrainMetrics
+
+
+def train_on_host(
+    learner: Learner,
+    collector: GymnasiumCollector,
+    *,
+    num_updates: int,
+    state: LearnerState | None = None,
+    overlap: bool = True,
+) -> HostTrainResult:
+    """Trains a learner on rollouts from a host collector.
+
+    With `overlap`, rollout `k + 1` is collected in a background thread while the
+    learner updates on rollout `k`, so it acts with the parameters from before that
+    update: the behaviour policy lags the learner by one update (its log-probabilities
+    are in the trajectory for off-policy corrections). Which parameters act is fixed,
+    not a race, so a run is reproducible. Without `overlap`, each rollout acts with the
+    latest parameters.
+
+    **Arguments:**
+
+    - `learner`: the learner; the collector's learner provides the policy.
+    - `collector`: the [`podrace.host.GymnasiumCollector`][].
+    - `num_updates`: how many rollouts and updates.
+    - `state`: the learner state to start from (`learner.init()` by default).
+    - `overlap`: whether to collect in a background thread.
+
+    **Returns:**
+
+    The final learner state and the per-update metrics.
+    """
+    check_positive_int("train_on_host", "num_updates", num_updates)
+    learner_state: LearnerState = learner.init() if state is None else state
+    metrics: list[TrainMetrics] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
+        pending = executor.submit(collector.collect, learner_state.params) if overlap else None
+        for k in range(num_updates):
+            if pending is None:
+                trajectory, episodes = collector.collect(learner_state.params)
+            else:
+                trajectory, episodes = pending.result()
+                if k + 1 < num_updates:
+                    pending = executor.submit(collector.collect, learner_state.params)
+            learner_state, update_metrics = _update(learner, learner_state, trajectory)
+            metrics.append(_train_metrics(update_metrics, episodes))
+    return HostTrainResult(learner_state, jax.tree.map(lambda *values: jnp.stack(values), *metrics))
+
+
+@eqx.filter_jit
+def _update(learner: Learner, state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, UpdateMetrics]:
+    return learner.update(state, trajectory)
+
+
+def _train_metrics(update_metrics: UpdateMetrics, episodes: EpisodeStatistics) -> TrainMetrics:
+    return TrainMetrics(
+        update_metrics,
+        jnp.asarray(episodes.returns.sum(), jnp.float32),
+        jnp.asarray(len(episodes.returns), jnp.int32),
+    )
+
+
+def evaluate_on_host(
+    envs: Any,
+    network: AbstractNetwork,
+    policy: AbstractPolicy,
+    *,
+    num_episodes: int,
+    key: PRNGKeyArray,
+    max_steps: int,
+    seed: int | None = None,
+) -> EvaluationResult:
+    """[`podrace.evaluate`][] for a `gymnasium.vector.VectorEnv`; see there.
+
+    Each of the `B` environments plays its share of the episodes (`num_episodes // B`,
+    one more for the first `num_episodes % B`) within `max_steps` steps; an episode
+    cut by the budget reports `completed=False` with its return so far, and one never
+    started reports 0.
+    """
+    _check_vector_env_fits(envs, network, policy)
+    num_envs = envs.num_envs
+    quota = num_episodes // num_envs + (np.arange(num_envs) < num_episodes % num_envs)
+    results: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
+    actor = _BatchedActor(network, policy)
+    arrays, carry, key_data = actor.arrays(network), actor.initial_carry(num_envs), jax.random.key_data(key)
+    observation, _ = envs.reset(seed=seed)
+    timestep = _first_timestep(observation)
+    episodes = _EpisodeTracker(num_envs)
+    for _ in range(max_steps):
+        if all(len(done) >= wanted for done, wanted in zip(results, quota, strict=True)):
+            break
+        action, _, carry, key_data = actor(arrays, timestep.observation, carry, timestep.is_first, key_data)
+        observation, reward, terminated, truncated, _ = envs.step(np.asarray(action))
+        timestep = _host_timestep(observation, reward, terminated, truncated, timestep.is_last)
+        episodes.record(timestep)
+        for i in np.flatnonzero(timestep.is_last):
+            if len(results[i]) < quota[i]:
+                results[i].append((float(episodes.returns[i]), int(episodes.lengths[i]), True))
+    for i, done in enumerate(results):
+        if len(done) < quota[i]:  # cut by the budget: the running episode, then unstarted ones
+            done.append((float(episodes.returns[i]), int(episodes.lengths[i]), False))
+            done.extend([(0.0, 0, False)] * (quota[i] - len(done)))
+    returns, lengths, completed = zip(*(episode for done in results for episode in done), strict=True)
+    return EvaluationResult(
+        jnp.asarray(returns, jnp.float32), jnp.asarray(lengths, jnp.int32), jnp.asarray(completed, bool)
+    )
