@@ -35,6 +35,13 @@ def check_positive(owner: str, name: str, value: ArrayLike) -> None:
         raise ValueError(f"{owner}: {name} must be positive, got {array}.")
 
 
+def check_non_negative(owner: str, name: str, value: ArrayLike) -> None:
+    """Raises `ValueError` unless every element of `value` is >= 0."""
+    array = _concrete(value)
+    if array is not None and not np.all(array >= 0):
+        raise ValueError(f"{owner}: {name} must be non-negative, got {array}.")
+
+
 def check_positive_int(owner: str, name: str, value: object) -> None:
     """Raises `ValueError` unless `value` is an `int` > 0 (a size or a count)."""
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -1,12 +1,23 @@
 """Losses: pure, unbatched functions and the loss modules built on them."""
 
 from .modules import (
+    A2CLoss as A2CLoss,
     AbstractLoss as AbstractLoss,
     LossTerms as LossTerms,
     TDLambdaQLoss as TDLambdaQLoss,
+    categorical_entropy as categorical_entropy,
     transition_mask as transition_mask,
 )
 from .value_learning import lambda_returns as lambda_returns, td_lambda as td_lambda
 
 
-__all__ = ["AbstractLoss", "LossTerms", "TDLambdaQLoss", "transition_mask", "lambda_returns", "td_lambda"]
+__all__ = [
+    "A2CLoss",
+    "categorical_entropy",
+    "AbstractLoss",
+    "LossTerms",
+    "TDLambdaQLoss",
+    "transition_mask",
+    "lambda_returns",
+    "td_lambda",
+]

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._types import AbstractNetworkOutput, QValues, Trajectory
-from .._validation import check_in_unit_interval
+from .._types import AbstractNetworkOutput, PolicyLogits, QValues, Trajectory
+from .._validation import check_in_unit_interval, check_non_negative
 from ..networks import AbstractNetwork
-from .value_learning import td_lambda
+from .value_learning import lambda_returns, td_lambda
 
 
 LossTerms = dict[str, Float[Array, ""]]
@@ -110,3 +110,84 @@ class TDLambdaQLoss(AbstractLoss):
         )
         td_loss = jnp.mean(transition_mask(trajectory) * jnp.square(errors))
         return td_loss, {"td_loss": td_loss}
+
+
+@final
+class A2CLoss(AbstractLoss):
+    """Advantage actor-critic: a policy-gradient term, a value regression and an entropy bonus.
+
+    The value head regresses lambda-returns (bootstrapped from its own estimates,
+    stopped on termination, one-step at a truncation); the advantage is the return
+    minus the value. The policy term weights each `log pi(a_t | s_t)` by its
+    advantage and by the importance weight `pi / mu` of the learnt policy over the
+    behaviour policy, clamped at 1 (1 on-policy; it bounds the update when the acting
+    parameters lag, as on a host collector).
+
+    Reference: Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning",
+    ICML 2016; Espeholt et al., "IMPALA", ICML 2018 (clamped importance weights).
+
+    **Arguments:**
+
+    - `discount`: the agent's discount factor, in [0, 1].
+    - `lambda_`: the mixing of the value targets (1: n-step returns over the rollout).
+    - `value_coefficient`: the weight of the value term (>= 0).
+    - `entropy_coefficient`: the weight of the entropy bonus (>= 0).
+    """
+
+    discount: Float[Array, ""]
+    lambda_: Float[Array, ""]
+    value_coefficient: Float[Array, ""]
+    entropy_coefficient: Float[Array, ""]
+    input_type = PolicyLogits
+
+    def __init__(
+        self,
+        *,
+        discount: ArrayLike,
+        lambda_: ArrayLike = 1.0,
+        value_coefficient: ArrayLike = 0.5,
+        entropy_coefficient: ArrayLike = 0.01,
+    ):
+        self.discount = jnp.asarray(discount, jnp.float32)
+        self.lambda_ = jnp.asarray(lambda_, jnp.float32)
+        self.value_coefficient = jnp.asarray(value_coefficient, jnp.float32)
+        self.entropy_coefficient = jnp.asarray(entropy_coefficient, jnp.float32)
+
+    def __check_init__(self):
+        check_in_unit_interval("A2CLoss", "discount", self.discount)
+        check_in_unit_interval("A2CLoss", "lambda_", self.lambda_)
+        check_non_negative("A2CLoss", "value_coefficient", self.value_coefficient)
+        check_non_negative("A2CLoss", "entropy_coefficient", self.entropy_coefficient)
+
+    def trajectory_loss(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+        timestep = trajectory.timestep
+        outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
+        if outputs.value is None:
+            raise ValueError("A2CLoss needs state values: build the head as PolicyLogitHead(..., with_value=True).")
+        values, logits = outputs.value, outputs.logits[:-1]
+        returns = lambda_returns(
+            r_t=timestep.reward[1:],
+            discount_t=self.discount * timestep.discount[1:],
+            v_t=values[1:],
+            lambda_=self.lambda_ * (1.0 - timestep.is_last[1:]),
+        )
+        returns = jax.lax.stop_gradient(returns)
+        mask = transition_mask(trajectory)
+        policy_step = trajectory.policy_step
+        log_pi = jnp.take_along_axis(jax.nn.log_softmax(logits), policy_step.action[:, None], axis=-1)[:, 0]
+        weights = jnp.minimum(1.0, jnp.exp(jax.lax.stop_gradient(log_pi) - policy_step.log_prob))
+        advantages = jax.lax.stop_gradient(returns - values[:-1])
+        policy_loss = -jnp.mean(mask * weights * advantages * log_pi)
+        value_loss = 0.5 * jnp.mean(mask * jnp.square(returns - values[:-1]))
+        entropy = jnp.mean(mask * categorical_entropy(logits))
+        loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
+        return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+
+
+def categorical_entropy(logits: Float[Array, "*batch num_actions"]) -> Float[Array, "*batch"]:
+    """The entropy of the categorical distributions with these logits.
+
+    Reference: Shannon, "A Mathematical Theory of Communication", 1948.
+    """
+    log_probs = jax.nn.log_softmax(logits)
+    return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
