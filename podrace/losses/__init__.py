@@ -4,8 +4,10 @@ from .modules import (
     A2CLoss as A2CLoss,
     AbstractLoss as AbstractLoss,
     LossTerms as LossTerms,
+    ReinforceLoss as ReinforceLoss,
     TDLambdaQLoss as TDLambdaQLoss,
     categorical_entropy as categorical_entropy,
+    completed_episode_mask as completed_episode_mask,
     transition_mask as transition_mask,
 )
 from .value_learning import lambda_returns as lambda_returns, td_lambda as td_lambda
@@ -13,7 +15,9 @@ from .value_learning import lambda_returns as lambda_returns, td_lambda as td_la
 
 __all__ = [
     "A2CLoss",
+    "ReinforceLoss",
     "categorical_entropy",
+    "completed_episode_mask",
     "AbstractLoss",
     "LossTerms",
     "TDLambdaQLoss",

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._types import AbstractNetworkOutput, PolicyLogits, QValues, Trajectory
+from .._types import AbstractNetworkOutput, PolicyLogits, PolicyStep, QValues, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative
 from ..networks import AbstractNetwork
 from .value_learning import lambda_returns, td_lambda
@@ -173,15 +173,21 @@ class A2CLoss(AbstractLoss):
         )
         returns = jax.lax.stop_gradient(returns)
         mask = transition_mask(trajectory)
-        policy_step = trajectory.policy_step
-        log_pi = jnp.take_along_axis(jax.nn.log_softmax(logits), policy_step.action[:, None], axis=-1)[:, 0]
-        weights = jnp.minimum(1.0, jnp.exp(jax.lax.stop_gradient(log_pi) - policy_step.log_prob))
+        log_pi, weights = _log_pi_and_clamped_weights(logits, trajectory.policy_step)
         advantages = jax.lax.stop_gradient(returns - values[:-1])
         policy_loss = -jnp.mean(mask * weights * advantages * log_pi)
         value_loss = 0.5 * jnp.mean(mask * jnp.square(returns - values[:-1]))
         entropy = jnp.mean(mask * categorical_entropy(logits))
         loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+
+
+def _log_pi_and_clamped_weights(
+    logits: Float[Array, "T num_actions"], policy_step: PolicyStep
+) -> tuple[Float[Array, " T"], Float[Array, " T"]]:
+    """`log pi(a_t | s_t)` and the importance weights `min(1, pi / mu)` (no gradient)."""
+    log_pi = jnp.take_along_axis(jax.nn.log_softmax(logits), policy_step.action[:, None], axis=-1)[:, 0]
+    return log_pi, jnp.minimum(1.0, jnp.exp(jax.lax.stop_gradient(log_pi) - policy_step.log_prob))
 
 
 def categorical_entropy(logits: Float[Array, "*batch num_actions"]) -> Float[Array, "*batch"]:
@@ -191,3 +197,96 @@ def categorical_entropy(logits: Float[Array, "*batch num_actions"]) -> Float[Arr
     """
     log_probs = jax.nn.log_softmax(logits)
     return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+
+
+def completed_episode_mask(trajectory: Trajectory) -> Float[Array, " T"]:
+    """1 for transitions `t -> t + 1` whose episode ends within the trajectory, else 0.
+
+    Monte Carlo returns are only whole for those; a transition whose episode runs past
+    the end of the rollout (or the reset step after an episode) gets 0.
+    """
+    is_last, is_first = trajectory.timestep.is_last[1:], trajectory.timestep.is_first[1:]
+
+    def backward(ends_later, inputs):
+        last, first = inputs
+        ends = ~first & (last | ends_later)  # a reset step starts another episode
+        return ends, ends
+
+    _, ends = jax.lax.scan(backward, jnp.asarray(False), (is_last, is_first), reverse=True)
+    return ends.astype(jnp.float32)
+
+
+@final
+class ReinforceLoss(AbstractLoss):
+    """REINFORCE: the policy gradient of whole-episode Monte Carlo returns.
+
+    Each `log pi(a_t | s_t)` is weighted by the discounted return from `t` to the end
+    of its episode, for the transitions whose episode ends within the rollout (see
+    [`podrace.losses.completed_episode_mask`][]; choose a rollout longer than the
+    episodes). With `baseline`, the network's value head is regressed on those returns
+    and subtracted from them. Importance weights `pi / mu` are clamped at 1, as in
+    [`podrace.losses.A2CLoss`][].
+
+    Reference: Williams, "Simple statistical gradient-following algorithms for
+    connectionist reinforcement learning", Machine Learning 8, 1992.
+
+    **Arguments:**
+
+    - `discount`: the discount of the returns, in [0, 1].
+    - `baseline`: whether to subtract a learnt state value (needs a value head).
+    - `value_coefficient`: the weight of the baseline's regression (>= 0).
+    - `entropy_coefficient`: the weight of the entropy bonus (>= 0).
+    """
+
+    discount: Float[Array, ""]
+    value_coefficient: Float[Array, ""]
+    entropy_coefficient: Float[Array, ""]
+    baseline: bool = eqx.field(static=True)
+    input_type = PolicyLogits
+
+    def __init__(
+        self,
+        *,
+        discount: ArrayLike,
+        baseline: bool = False,
+        value_coefficient: ArrayLike = 0.5,
+        entropy_coefficient: ArrayLike = 0.0,
+    ):
+        self.discount = jnp.asarray(discount, jnp.float32)
+        self.value_coefficient = jnp.asarray(value_coefficient, jnp.float32)
+        self.entropy_coefficient = jnp.asarray(entropy_coefficient, jnp.float32)
+        self.baseline = baseline
+
+    def __check_init__(self):
+        check_in_unit_interval("ReinforceLoss", "discount", self.discount)
+        check_non_negative("ReinforceLoss", "value_coefficient", self.value_coefficient)
+        check_non_negative("ReinforceLoss", "entropy_coefficient", self.entropy_coefficient)
+
+    def trajectory_loss(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+        timestep = trajectory.timestep
+        outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
+        logits = outputs.logits[:-1]
+        # Returns restart at every episode end: nothing is bootstrapped past it.
+        returns = lambda_returns(
+            r_t=timestep.reward[1:],
+            discount_t=self.discount * (1.0 - timestep.is_last[1:]),
+            v_t=jnp.zeros_like(timestep.reward[1:]),
+        )
+        mask = completed_episode_mask(trajectory)
+        terms = {}
+        advantages = returns
+        if self.baseline:
+            if outputs.value is None:
+                raise ValueError(
+                    "ReinforceLoss(baseline=True) needs a value head: PolicyLogitHead(..., with_value=True)."
+                )
+            values = outputs.value[:-1]
+            advantages = returns - jax.lax.stop_gradient(values)
+            terms["value_loss"] = 0.5 * jnp.mean(mask * jnp.square(returns - values))
+        log_pi, weights = _log_pi_and_clamped_weights(logits, trajectory.policy_step)
+        terms["policy_loss"] = -jnp.mean(mask * weights * advantages * log_pi)
+        terms["entropy"] = jnp.mean(mask * categorical_entropy(logits))
+        loss = terms["policy_loss"] - self.entropy_coefficient * terms["entropy"]
+        if self.baseline:
+            loss = loss + self.value_coefficient * terms["value_loss"]
+        return loss, terms
