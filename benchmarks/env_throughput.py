@@ -125,7 +125,7 @@ def host_learner() -> pr.Learner:
 def host_envs(num_envs: int, rollout: int, repeats: int, mode: str | None) -> float:
     """Steps per second of the collector over the bare loop (median of interleaved rounds)."""
     learner = host_learner()
-    params = learner.init().params
+    behaviour = learner.behaviour(learner.init(jax.random.key(0)))
     collector_envs = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
     collector = GymnasiumCollector(collector_envs, learner, rollout_length=rollout, key=jax.random.key(0), seed=0)
     bare = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
@@ -137,7 +137,7 @@ def host_envs(num_envs: int, rollout: int, repeats: int, mode: str | None) -> fl
             bare.step(bare.action_space.sample())
 
     def collect():
-        jax.block_until_ready(collector.collect(params)[0])
+        jax.block_until_ready(collector.collect(behaviour)[0])
 
     methods = {"collector": collect, "bare": bare_rollout}
     for method in methods.values():

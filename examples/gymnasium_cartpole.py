@@ -25,7 +25,7 @@ parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
 envs = gymnasium.make_vec("CartPole-v1", num_envs=8)
-torso_key, head_key, collect_key, eval_key = jax.random.split(jax.random.key(args.seed), 4)
+torso_key, head_key, collect_key, learner_key, eval_key = jax.random.split(jax.random.key(args.seed), 5)
 network = pr.networks.FeedForwardNetwork(
     torso=pr.networks.MLPTorso((4,), (64, 64), key=torso_key),
     head=pr.networks.QValueHead(64, 2, key=head_key),
@@ -38,7 +38,7 @@ learner = pr.Learner(
 )
 
 collector = pr.host.GymnasiumCollector(envs, learner, rollout_length=32, key=collect_key, seed=args.seed)
-result = pr.host.train_on_host(learner, collector, num_updates=args.num_updates)
+result = pr.host.train_on_host(learner, collector, num_updates=args.num_updates, key=learner_key)
 
 returns = np.asarray(result.metrics.episode_return_sum)
 counts = np.asarray(result.metrics.episodes_completed)

@@ -10,9 +10,11 @@ from . import (
 )
 from ._types import (
     AbstractNetworkOutput as AbstractNetworkOutput,
+    AbstractPolicyOutput as AbstractPolicyOutput,
     AbstractSpace as AbstractSpace,
     Box as Box,
     Discrete as Discrete,
+    GaussianParams as GaussianParams,
     PolicyLogits as PolicyLogits,
     PolicyStep as PolicyStep,
     QValues as QValues,

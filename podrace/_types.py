@@ -3,6 +3,7 @@
 import abc
 from typing import final
 
+import distrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -150,8 +151,27 @@ class QValues(AbstractNetworkOutput):
     q_values: Float[Array, " num_actions"]
 
 
+class AbstractPolicyOutput(AbstractNetworkOutput):
+    """A network output that defines a distribution over actions, with an optional state value.
+
+    Policy-gradient losses read any such output through `distribution()`, so they work
+    alike for discrete and continuous actions.
+    """
+
+    value: eqx.AbstractVar[Float[Array, ""] | None]
+
+    @abc.abstractmethod
+    def distribution(self) -> distrax.Distribution:
+        """The action distribution of this (unbatched) output.
+
+        **Returns:**
+
+        A `distrax.Distribution` whose events are single actions.
+        """
+
+
 @final
-class PolicyLogits(AbstractNetworkOutput):
+class PolicyLogits(AbstractPolicyOutput):
     """Unnormalised log-probabilities of a categorical policy, with an optional value.
 
     **Arguments:**
@@ -161,7 +181,51 @@ class PolicyLogits(AbstractNetworkOutput):
     """
 
     logits: Float[Array, " num_actions"]
-    value: Float[Array, ""] | None = None
+    value: Float[Array, ""] | None
+
+    # Written out so that the argument order (the abstract `value` last) is the same for
+    # type checkers as at run time.
+    def __init__(self, logits: Float[Array, " num_actions"], value: Float[Array, ""] | None = None):
+        self.logits = logits
+        self.value = value
+
+    def distribution(self) -> distrax.Categorical:
+        """The categorical distribution `softmax(logits)` over action indices."""
+        return distrax.Categorical(logits=self.logits)
+
+
+@final
+class GaussianParams(AbstractPolicyOutput):
+    """A diagonal Gaussian over real action vectors, with an optional value.
+
+    The action dimensions are independent: a log-probability is the sum of theirs, and
+    so is the entropy. Samples are unbounded; environments with bounded actions clip
+    them (as [`podrace.envs.Pendulum`][] does).
+
+    **Arguments:**
+
+    - `mean`: the mean of each action dimension.
+    - `log_std`: the log standard deviation of each action dimension.
+    - `value`: a state-value estimate, or `None` for a policy-only network.
+    """
+
+    mean: Float[Array, " action_size"]
+    log_std: Float[Array, " action_size"]
+    value: Float[Array, ""] | None
+
+    def __init__(
+        self,
+        mean: Float[Array, " action_size"],
+        log_std: Float[Array, " action_size"],
+        value: Float[Array, ""] | None = None,
+    ):
+        self.mean = mean
+        self.log_std = log_std
+        self.value = value
+
+    def distribution(self) -> distrax.MultivariateNormalDiag:
+        """The Gaussian with mean `mean` and standard deviations `exp(log_std)`."""
+        return distrax.MultivariateNormalDiag(self.mean, jnp.exp(self.log_std))
 
 
 @final

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
-from ._types import AbstractSpace, Discrete
+from ._types import AbstractSpace, Box, Discrete, GaussianParams
 
 
 def as_float_array(value: ArrayLike) -> Float[Array, "..."]:
@@ -62,11 +62,30 @@ def check_agent_fits(
     - `env_name`: how to name the environment in messages.
     """
     policy.check_action_space(action_space)
-    if isinstance(action_space, Discrete) and network.num_actions != action_space.num_values:
-        raise ValueError(
-            f"The network's head has {network.num_actions} outputs but {env_name} has "
-            f"{action_space.num_values} actions; build the head with num_actions={action_space.num_values}."
-        )
+    continuous = issubclass(network.output_type, GaussianParams)
+    if isinstance(action_space, Discrete):
+        if continuous:
+            raise ValueError(
+                f"The network's head emits {network.output_type.__name__} (continuous actions) but {env_name} "
+                f"has {action_space.num_values} discrete actions; build the network with a PolicyLogitHead "
+                f"or a QValueHead with num_actions={action_space.num_values}."
+            )
+        if network.num_actions != action_space.num_values:
+            raise ValueError(
+                f"The network's head has {network.num_actions} outputs but {env_name} has "
+                f"{action_space.num_values} actions; build the head with num_actions={action_space.num_values}."
+            )
+    if isinstance(action_space, Box) and continuous:
+        if len(action_space.shape) != 1:
+            raise ValueError(
+                f"The network's head emits flat action vectors but {env_name}'s actions have shape "
+                f"{action_space.shape}; flatten the action space to one dimension."
+            )
+        if network.num_actions != action_space.shape[0]:
+            raise ValueError(
+                f"The network's head has action size {network.num_actions} but {env_name}'s actions have shape "
+                f"{action_space.shape}; build the head with action_size={action_space.shape[0]}."
+            )
     try:
         jax.eval_shape(network, observation, network.initial_carry())
     except Exception as error:

@@ -21,7 +21,7 @@ from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
 from ._types import TimeStep, Trajectory
 from ._validation import check_agent_fits, check_positive_int
 from .envs import AbstractEnv, AutoReset
-from .learners import Learner, LearnerState, UpdateMetrics
+from .learners import AbstractLearner, Behaviour, UpdateMetrics
 
 
 @final
@@ -53,11 +53,12 @@ class AnakinState(eqx.Module):
 
     **Arguments:**
 
-    - `learner`: parameters, optimiser state and update count (replicated on devices).
+    - `learner`: the learner's state (replicated on devices, but for per-device parts
+        such as a replay buffer).
     - `envs`: the environment batch (split over devices).
     """
 
-    learner: LearnerState
+    learner: PyTree[Array]
     envs: EnvBatch
 
 
@@ -98,15 +99,14 @@ class TrainResult(eqx.Module):
 
 
 def rollout(
-    env: AbstractEnv, learner: Learner, params: PyTree[Array], envs: EnvBatch, length: int
+    env: AbstractEnv, behaviour: Behaviour, envs: EnvBatch, length: int
 ) -> tuple[EnvBatch, Trajectory, Float[Array, " T batch"]]:
     """Acts for `length` steps in a batch of auto-resetting environments.
 
     **Arguments:**
 
     - `env`: an auto-resetting environment.
-    - `learner`: provides the network and the policy.
-    - `params`: the network parameters to act with (shared by all environments).
+    - `behaviour`: the network and policy that act (shared by all environments).
     - `envs`: the batch to step.
     - `length`: the number of steps `T`.
 
@@ -116,15 +116,15 @@ def rollout(
     step is the last one of the previous rollout) and, for each step and environment,
     the return of an episode that ended there (0 elsewhere).
     """
-    initial_carry = learner.network.initial_carry()
-    act = jax.vmap(learner.act, in_axes=(None, 0, 0, 0))
+    initial_carry = behaviour.network.initial_carry()
+    act = jax.vmap(behaviour)
     step_envs = jax.vmap(env.step)
     reset_where = jax.vmap(lambda first, carry: jax.tree.map(lambda i, c: jnp.where(first, i, c), initial_carry, carry))
 
     def step(envs: EnvBatch, _):
         keys = jax.vmap(lambda key: jax.random.split(key, 3))(envs.key)
         carry = reset_where(envs.timestep.is_first, envs.carry)
-        policy_step, carry = act(params, envs.timestep.observation, carry, keys[:, 1])
+        policy_step, carry = act(envs.timestep.observation, carry, keys[:, 1])
         env_state, timestep = step_envs(envs.env_state, policy_step.action, keys[:, 2])
         episode_return = jnp.where(timestep.is_first, 0.0, envs.episode_return + timestep.reward)
         ended_return = jnp.where(timestep.is_last, episode_return, 0.0)
@@ -141,7 +141,7 @@ def rollout(
 
 def _train_on_shard(
     env: AbstractEnv,
-    learner: Learner,
+    learner: AbstractLearner,
     state: AnakinState,
     *,
     rollout_length: int,
@@ -149,7 +149,7 @@ def _train_on_shard(
     axis_name: str | None,
 ) -> tuple[AnakinState, TrainMetrics]:
     def one_update(state: AnakinState, _):
-        envs, trajectory, ended_returns = rollout(env, learner, state.learner.params, state.envs, rollout_length)
+        envs, trajectory, ended_returns = rollout(env, learner.behaviour(state.learner), state.envs, rollout_length)
         learner_state, update_metrics = learner.update(state.learner, trajectory, axis_name=axis_name)
         episodes = (jnp.sum(ended_returns), jnp.sum(trajectory.timestep.is_last[1:], dtype=jnp.int32))
         if axis_name is not None:
@@ -174,7 +174,8 @@ class Anakin(eqx.Module):
     **Arguments:**
 
     - `env`: the environment (a JAX [`podrace.envs.AbstractEnv`][]).
-    - `learner`: the [`podrace.Learner`][] to train.
+    - `learner`: the learner to train (a [`podrace.Learner`][] or
+        [`podrace.learners.DQNLearner`][]).
     - `num_envs`: environments per device (the batch `B`).
     - `rollout_length`: environment steps per update (`T`).
     - `mesh`: a one-axis device mesh to split the environment batch over; by default
@@ -184,7 +185,7 @@ class Anakin(eqx.Module):
     """
 
     env: AbstractEnv
-    learner: Learner
+    learner: AbstractLearner
     num_envs: int = eqx.field(static=True)
     rollout_length: int = eqx.field(static=True)
     mesh: Mesh = eqx.field(static=True)
@@ -192,7 +193,7 @@ class Anakin(eqx.Module):
     def __init__(
         self,
         env: AbstractEnv,
-        learner: Learner,
+        learner: AbstractLearner,
         *,
         num_envs: int,
         rollout_length: int,
@@ -227,7 +228,8 @@ class Anakin(eqx.Module):
 
         **Arguments:**
 
-        - `key`: the run's randomness (environment resets and all later steps).
+        - `key`: the run's randomness (environment resets, all later steps and the
+            learner's own randomness).
 
         **Returns:**
 
@@ -239,14 +241,23 @@ class Anakin(eqx.Module):
             env_state, timestep = self.env.reset(reset_key)
             return EnvBatch(env_state, timestep, self.learner.network.initial_carry(), key, jnp.zeros((), jnp.float32))
 
-        envs = jax.vmap(reset)(jax.random.split(key, self.num_devices * self.num_envs))
-        state = AnakinState(self.learner.init(), envs)
+        learner_key, envs_key = jax.random.split(key)
+        envs = jax.vmap(reset)(jax.random.split(envs_key, self.num_devices * self.num_envs))
+        state = AnakinState(self.learner.init(learner_key, envs.timestep), envs)
         if self.num_devices == 1:
             return state
         (axis,) = self.mesh.axis_names
+        shardings = jax.tree.map(lambda spec: NamedSharding(self.mesh, spec), self._learner_specs(state.learner))
         return AnakinState(
-            jax.device_put(state.learner, NamedSharding(self.mesh, PartitionSpec())),
+            jax.device_put(state.learner, shardings),
             jax.device_put(state.envs, NamedSharding(self.mesh, PartitionSpec(axis))),
+        )
+
+    def _learner_specs(self, learner_state: PyTree[Array]) -> PyTree[PartitionSpec]:
+        """Replicated, but for the learner's per-device parts (split along axis 0)."""
+        (axis,) = self.mesh.axis_names
+        return jax.tree.map(
+            lambda local: PartitionSpec(axis) if local else PartitionSpec(), self.learner.device_local(learner_state)
         )
 
     @eqx.filter_jit
@@ -276,11 +287,11 @@ class Anakin(eqx.Module):
             state, metrics = _train_on_shard(env, learner, AnakinState(learner_state, envs), axis_name=axis, **options)
             return state.learner, state.envs, metrics
 
-        replicated, split = PartitionSpec(), PartitionSpec(axis)
+        replicated, split, learner_specs = PartitionSpec(), PartitionSpec(axis), self._learner_specs(state.learner)
         learner_state, envs, metrics = jax.shard_map(
             on_shard,
             mesh=self.mesh,
-            in_specs=(replicated, replicated, split),
-            out_specs=(replicated, split, replicated),
+            in_specs=(replicated, learner_specs, split),
+            out_specs=(learner_specs, split, replicated),
         )(dynamic, state.learner, state.envs)
         return TrainResult(AnakinState(learner_state, envs), metrics)

@@ -30,7 +30,7 @@ from ._types import AbstractSpace, Box, Discrete, PolicyStep, TimeStep, Trajecto
 from ._validation import check_agent_fits, check_positive_int
 from .anakin import TrainMetrics
 from .evaluation import EvaluationResult
-from .learners import Learner, LearnerState, UpdateMetrics
+from .learners import AbstractLearner, Behaviour, UpdateMetrics
 from .networks import AbstractNetwork
 from .policies import AbstractPolicy
 
@@ -105,21 +105,19 @@ class _BatchedActor:
     the rollout is stacked.
     """
 
-    def __init__(self, network: AbstractNetwork, policy: AbstractPolicy):
-        self._policy = policy
-        arrays, static = eqx.partition((network, policy), eqx.is_array)
+    def __init__(self, behaviour: Behaviour):
+        arrays, static = eqx.partition(behaviour, eqx.is_array)
         treedef = jax.tree.structure(arrays)
-        initial_carry = network.initial_carry()
+        initial_carry = behaviour.network.initial_carry()
 
         def act(leaves, observation, carry, is_first, key_data):
-            network, policy = eqx.combine(jax.tree.unflatten(treedef, leaves), static)
+            behaviour = eqx.combine(jax.tree.unflatten(treedef, leaves), static)
             key, act_key = jax.random.split(jax.random.wrap_key_data(key_data))
             keys = jax.random.split(act_key, is_first.shape[0])
 
             def act_one(observation, carry, is_first, key):
                 carry = jax.tree.map(lambda i, c: jnp.where(is_first, i, c), initial_carry, carry)
-                output, carry = network(observation, carry)
-                return policy(output, key), carry
+                return behaviour(observation, carry, key)
 
             policy_step, carry = jax.vmap(act_one)(observation, carry, is_first, keys)
             return policy_step.action, policy_step, carry, jax.random.key_data(key)
@@ -127,9 +125,9 @@ class _BatchedActor:
         self._act = jax.jit(act)
         self._initial_carry = initial_carry
 
-    def arrays(self, network: AbstractNetwork) -> list[Array]:
-        """The arrays to act with: `network`'s (same structure, any parameters) and the policy's."""
-        return jax.tree.leaves(eqx.filter((network, self._policy), eqx.is_array))
+    def arrays(self, behaviour: Behaviour) -> list[Array]:
+        """The arrays to act with (a behaviour of the same structure, any parameters)."""
+        return jax.tree.leaves(eqx.filter(behaviour, eqx.is_array))
 
     def initial_carry(self, num_envs: int) -> PyTree[Array]:
         """The network's initial carry for `num_envs` environments."""
@@ -194,7 +192,7 @@ class GymnasiumCollector:
     def __init__(
         self,
         envs: Any,
-        learner: Learner,
+        learner: AbstractLearner,
         *,
         rollout_length: int,
         key: PRNGKeyArray,
@@ -205,7 +203,7 @@ class GymnasiumCollector:
         self.envs = envs
         self.learner = learner
         self.rollout_length = rollout_length
-        self._actor = _BatchedActor(learner.network, learner.policy)
+        self._actor = _BatchedActor(Behaviour(learner.network, learner.policy))
         self._key_data = jax.random.key_data(key)
         observation, _ = envs.reset(seed=seed)
         num_envs = envs.num_envs
@@ -218,19 +216,24 @@ class GymnasiumCollector:
         """The number of environments `B`."""
         return self.envs.num_envs
 
-    def collect(self, params: PyTree[Array]) -> tuple[Trajectory, EpisodeStatistics]:
-        """One rollout with the network's parameters `params`.
+    @property
+    def timestep(self) -> TimeStep:
+        """The latest time steps of the environments (leading axis `B`)."""
+        return jax.tree.map(lambda x: x[0], _stack_timesteps([self._timestep]))
+
+    def collect(self, behaviour: Behaviour) -> tuple[Trajectory, EpisodeStatistics]:
+        """One rollout acting with `behaviour`.
 
         **Arguments:**
 
-        - `params`: the learner's parameters (`LearnerState.params`).
+        - `behaviour`: the network and policy to act with (`learner.behaviour(state)`).
 
         **Returns:**
 
         The trajectory `[T + 1, B]` (on the default device) and the statistics of the
         episodes that ended during the rollout.
         """
-        arrays = self._actor.arrays(self.learner.network_with(params))
+        arrays = self._actor.arrays(behaviour)
         carry_before = self._carry
         timesteps, policy_steps = [self._timestep], []
         ended_returns, ended_lengths = [], []
@@ -320,16 +323,17 @@ class HostTrainResult(eqx.Module):
         [`podrace.Anakin.train`][].
     """
 
-    state: LearnerState
+    state: PyTree[Array]
     metrics: TrainMetrics
 
 
 def train_on_host(
-    learner: Learner,
+    learner: AbstractLearner,
     collector: GymnasiumCollector,
     *,
     num_updates: int,
-    state: LearnerState | None = None,
+    key: PRNGKeyArray | None = None,
+    state: PyTree[Array] | None = None,
     overlap: bool = True,
 ) -> HostTrainResult:
     """Trains a learner on rollouts from a host collector.
@@ -346,7 +350,8 @@ def train_on_host(
     - `learner`: the learner; the collector's learner provides the policy.
     - `collector`: the [`podrace.host.GymnasiumCollector`][].
     - `num_updates`: how many rollouts and updates.
-    - `state`: the learner state to start from (`learner.init()` by default).
+    - `key`: the learner's randomness, to start from `learner.init(key, collector.timestep)`.
+    - `state`: the learner state to start from instead (e.g. a previous result's).
     - `overlap`: whether to collect in a background thread.
 
     **Returns:**
@@ -354,24 +359,28 @@ def train_on_host(
     The final learner state and the per-update metrics.
     """
     check_positive_int("train_on_host", "num_updates", num_updates)
-    learner_state: LearnerState = learner.init() if state is None else state
+    if (key is None) == (state is None):
+        raise ValueError("train_on_host: give either a key (to start afresh) or a state (to resume), not both.")
+    learner_state = state if key is None else learner.init(key, collector.timestep)
     metrics: list[TrainMetrics] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
-        pending = executor.submit(collector.collect, learner_state.params) if overlap else None
+        pending = executor.submit(collector.collect, learner.behaviour(learner_state)) if overlap else None
         for k in range(num_updates):
             if pending is None:
-                trajectory, episodes = collector.collect(learner_state.params)
+                trajectory, episodes = collector.collect(learner.behaviour(learner_state))
             else:
                 trajectory, episodes = pending.result()
                 if k + 1 < num_updates:
-                    pending = executor.submit(collector.collect, learner_state.params)
+                    pending = executor.submit(collector.collect, learner.behaviour(learner_state))
             learner_state, update_metrics = _update(learner, learner_state, trajectory)
             metrics.append(_train_metrics(update_metrics, episodes))
     return HostTrainResult(learner_state, jax.tree.map(lambda *values: jnp.stack(values), *metrics))
 
 
 @eqx.filter_jit
-def _update(learner: Learner, state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, UpdateMetrics]:
+def _update(
+    learner: AbstractLearner, state: PyTree[Array], trajectory: Trajectory
+) -> tuple[PyTree[Array], UpdateMetrics]:
     return learner.update(state, trajectory)
 
 
@@ -404,8 +413,9 @@ def evaluate_on_host(
     num_envs = envs.num_envs
     quota = num_episodes // num_envs + (np.arange(num_envs) < num_episodes % num_envs)
     results: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
-    actor = _BatchedActor(network, policy)
-    arrays, carry, key_data = actor.arrays(network), actor.initial_carry(num_envs), jax.random.key_data(key)
+    behaviour = Behaviour(network, policy)
+    actor = _BatchedActor(behaviour)
+    arrays, carry, key_data = actor.arrays(behaviour), actor.initial_carry(num_envs), jax.random.key_data(key)
     observation, _ = envs.reset(seed=seed)
     timestep = _first_timestep(observation)
     episodes = _EpisodeTracker(num_envs)

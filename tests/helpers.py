@@ -269,11 +269,40 @@ def logit_network(
     return pr.networks.FeedForwardNetwork(torso, head)
 
 
+def gaussian_network(
+    key: PRNGKeyArray,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    action_size: int = 2,
+    *,
+    with_value: bool = False,
+    initial_log_std: float = 0.0,
+) -> pr.networks.FeedForwardNetwork:
+    torso_key, head_key = jax.random.split(key)
+    torso = pr.networks.MLPTorso(observation_shape, (8,), key=torso_key)
+    head = pr.networks.GaussianHead(
+        8, action_size, with_value=with_value, initial_log_std=initial_log_std, key=head_key
+    )
+    return pr.networks.FeedForwardNetwork(torso, head)
+
+
+def separate_actor_critic_network(
+    key: PRNGKeyArray, observation_shape: tuple[int, ...] = OBS_SHAPE, num_actions: int = NUM_ACTIONS
+) -> pr.networks.ActorCriticNetwork:
+    actor_key, head_key, critic_key, value_key = jax.random.split(key, 4)
+    return pr.networks.ActorCriticNetwork(
+        pr.networks.MLPTorso(observation_shape, (8,), key=actor_key),
+        pr.networks.PolicyLogitHead(8, num_actions, key=head_key),
+        pr.networks.MLPTorso(observation_shape, (6,), key=critic_key),
+        pr.networks.ValueHead(6, key=value_key),
+    )
+
+
 NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
     "mlp-q": q_network,
     "mlp-q-two-layers-tanh": lambda key: q_network(key, hidden_sizes=(8, 6), activation=jax.nn.tanh),
     "mlp-logits": logit_network,
     "mlp-actor-critic": lambda key: logit_network(key, with_value=True),
+    "separate-actor-critic": lambda key: separate_actor_critic_network(key),
 }
 
 
@@ -295,6 +324,10 @@ def random_output(
         return eqx.tree_at(lambda o: o.q_values, pr.QValues(jnp.zeros(num_actions)), values)
     if output_type is pr.PolicyLogits:
         return eqx.tree_at(lambda o: o.logits, pr.PolicyLogits(jnp.zeros(num_actions)), values)
+    if output_type is pr.GaussianParams:
+        # `num_actions` is the action size; log-stds in a moderate range around 0.
+        template = pr.GaussianParams(jnp.zeros(num_actions), jnp.zeros(num_actions))
+        return eqx.tree_at(lambda o: (o.mean, o.log_std), template, (values, 0.5 * jnp.tanh(values[..., ::-1])))
     raise NotImplementedError(output_type)
 
 
@@ -322,6 +355,8 @@ LOSSES: dict[str, Callable[[], pr.losses.AbstractLoss]] = {
     "td-lambda-q": lambda: pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9),
     "td-lambda-q-one-step": lambda: pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0),
     "td-lambda-q-monte-carlo": lambda: pr.losses.TDLambdaQLoss(discount=1.0, lambda_=1.0),
+    "q-learning": lambda: pr.losses.QLearningLoss(discount=0.99),
+    "q-learning-three-step-huber": lambda: pr.losses.QLearningLoss(discount=0.9, n_step=3, huber_delta=1.0),
 }
 
 
@@ -332,12 +367,14 @@ def random_trajectory(
     *,
     observation_shape: tuple[int, ...] = OBS_SHAPE,
     num_actions: int = NUM_ACTIONS,
+    action_size: int | None = None,
     episode_end_probability: float = 0.25,
 ) -> pr.Trajectory:
     """A trajectory `[T + 1]` (or a batch `[T + 1, B]`) with a valid episode structure.
 
     Episodes end at random (terminated or truncated at random); the step after a last
-    step is a first step with reward 0 and discount 1.
+    step is a first step with reward 0 and discount 1. Actions are indices below
+    `num_actions`, or standard normal vectors of `action_size` if that is given.
     """
     rng = np.random.default_rng(seed)
     batch = () if batch_size is None else (batch_size,)
@@ -367,11 +404,15 @@ def random_trajectory(
         lambda t: [getattr(t, name) for name in arrays], template, [jnp.asarray(a) for a in arrays.values()]
     )
     zero = jnp.zeros((), jnp.float32)
+    if action_size is None:
+        actions = jnp.asarray(rng.integers(0, num_actions, (num_steps, *batch)), jnp.int32)
+    else:
+        actions = jnp.asarray(rng.normal(size=(num_steps, *batch, action_size)), jnp.float32)
     policy_step = eqx.tree_at(
         lambda p: (p.action, p.log_prob, p.entropy),
-        pr.PolicyStep(jnp.zeros((), jnp.int32), zero, zero),
+        pr.PolicyStep(actions[(0,) * (1 + len(batch))], zero, zero),
         (
-            jnp.asarray(rng.integers(0, num_actions, (num_steps, *batch)), jnp.int32),
+            actions,
             jnp.zeros((num_steps, *batch), jnp.float32),
             jnp.zeros((num_steps, *batch), jnp.float32),
         ),
@@ -402,11 +443,15 @@ def make_learner(
     num_actions: int = NUM_ACTIONS,
     hidden_sizes: tuple[int, ...] = (8,),
     check_nans: bool = False,
+    num_epochs: int = 1,
+    num_minibatches: int = 1,
 ) -> pr.Learner:
     policy = pr.policies.Greedy() if policy is None else policy
     loss = pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9) if loss is None else loss
     network = q_network(key, observation_shape, num_actions, hidden_sizes)
-    return pr.Learner(network, policy, loss, optimizer, check_nans=check_nans)
+    return pr.Learner(
+        network, policy, loss, optimizer, check_nans=check_nans, num_epochs=num_epochs, num_minibatches=num_minibatches
+    )
 
 
 LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.Learner]] = {
@@ -415,6 +460,9 @@ LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.Learner]] = {
         key, loss=pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0), optimizer=SGD
     ),
     "greedy-td-lambda-clipped-adam-check-nans": lambda key: make_learner(key, optimizer=CLIPPED_ADAM, check_nans=True),
+    "greedy-q-learning-two-epochs-three-minibatches": lambda key: make_learner(
+        key, loss=pr.losses.QLearningLoss(discount=0.99), num_epochs=2, num_minibatches=3
+    ),
 }
 
 
@@ -482,7 +530,7 @@ class MultideviceRuns:
         self.two_devices = out / "two-devices"
         self.one_device = out / "one-device"
         self._processes = {
-            self.two_devices: self._start(self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap"),
+            self.two_devices: self._start(self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap", "--dqn"),
             self.one_device: self._start(self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate"),
         }
 

@@ -12,6 +12,8 @@ the arrays it saves:
 - `pmap.npz` (with `--pmap`, on two devices): `eqx.filter_pmap` of init + train over
   two keys with a single-device mesh.
 - `separate.npz` (with `--separate`): the same two runs done one after the other.
+- `dqn.npz` (with `--dqn`): a DQN learner over all devices: the per-device rows of
+  its replay buffer, its counters and losses.
 """
 
 import argparse
@@ -27,6 +29,7 @@ with warnings.catch_warnings():
     import distrax  # noqa: F401
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -56,7 +59,13 @@ def shard_shapes(tree) -> np.ndarray:
 
 
 def leaves(tree) -> dict[str, np.ndarray]:
-    return {f"{i:03d}": np.asarray(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
+    """The leaves as NumPy arrays (PRNG keys as their raw data)."""
+
+    def as_numpy(leaf):
+        is_key = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+        return np.asarray(jax.random.key_data(leaf) if is_key else leaf)
+
+    return {f"{i:03d}": as_numpy(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
 
 
 def run_anakin(out: pathlib.Path, num_envs: int) -> None:
@@ -92,8 +101,36 @@ def run_pmap(out: pathlib.Path) -> None:
 def run_separate(out: pathlib.Path) -> None:
     pipeline = _pmap_pipeline()
     results = [pipeline.train(pipeline.init(key), num_updates=PMAP_UPDATES) for key in _pmap_keys()]
-    stacked = jax.tree.map(lambda *x: np.stack(x), *[(r.state.learner, r.metrics) for r in results])
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *[(r.state.learner, r.metrics) for r in results])
     np.savez(out / "separate.npz", **leaves(stacked))
+
+
+def run_dqn(out: pathlib.Path, num_envs: int) -> None:
+    pipeline = build(num_envs)
+    learner = pr.learners.DQNLearner(
+        pipeline.learner.network,
+        pr.losses.QLearningLoss(discount=0.99, double=True),
+        optax.adam(1e-3),
+        epsilon=0.1,
+        buffer_size=40 * num_envs * jax.device_count(),
+        batch_size=8,
+        min_replay_size=12 * num_envs * jax.device_count(),
+        target_update_period=2,
+    )
+    pipeline = pr.Anakin(pipeline.env, learner, num_envs=num_envs, rollout_length=6)
+    state = pipeline.init(jax.random.key(0))
+    before = shard_shapes(state.learner.replay.experience)
+    result = pipeline.train(state, num_updates=NUM_UPDATES)
+    learner_state = result.state.learner
+    np.savez(
+        out / "dqn.npz",
+        rows_before=before,
+        rows_after=shard_shapes(learner_state.replay.experience),
+        num_transitions=np.asarray(learner_state.num_transitions),
+        num_gradient_steps=np.asarray(learner_state.num_gradient_steps),
+        loss=np.asarray(result.metrics.update.loss),
+        **{f"param_{k}": v for k, v in leaves(learner_state.params).items()},
+    )
 
 
 def main() -> None:
@@ -102,12 +139,15 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, required=True)
     parser.add_argument("--pmap", action="store_true")
     parser.add_argument("--separate", action="store_true")
+    parser.add_argument("--dqn", action="store_true")
     args = parser.parse_args()
     run_anakin(args.out, args.num_envs)
     if args.pmap:
         run_pmap(args.out)
     if args.separate:
         run_separate(args.out)
+    if args.dqn:
+        run_dqn(args.out, args.num_envs)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ NUM_UPDATES = 2
 
 
 def _rollout(env, learner, params, envs, length):
-    return pr.anakin.rollout(env, learner, params, envs, length)
+    return pr.anakin.rollout(env, pr.learners.Behaviour(learner.network_with(params), learner.policy), envs, length)
 
 
 ROLLOUT = helpers.Compiled(_rollout)
@@ -50,7 +50,7 @@ class TraceCountingLoss(pr.losses.AbstractLoss):
     def lambda_(self):
         return self.inner.lambda_
 
-    def trajectory_loss(self, network, trajectory):
+    def trajectory_loss(self, network, trajectory, target_network=None):
         self.counter.count += 1
         return self.inner.trajectory_loss(network, trajectory)
 
@@ -188,7 +188,7 @@ COLAB_GRADIENT = helpers.Compiled(_colab_gradient)
 def test_gradient_equals_the_colab_per_environment_gradient(env):
     pipeline = _pipeline(env=env)
     learner = pipeline.learner
-    params = learner.init().params
+    params = learner.init(jax.random.key(0)).params
     envs = _desynchronised(pipeline.env, pipeline.init(jax.random.key(1)).envs)
     _, trajectory, _ = ROLLOUT(pipeline.env, learner, params, envs, pipeline.rollout_length)
     timestep = trajectory.timestep
@@ -310,6 +310,22 @@ def test_two_device_env_batch_is_sharded(multidevice_runs):
     np.testing.assert_array_equal(two["shards_before"], [[num_envs, num_envs]])
     assert two["shards_after"].shape[1] == 2
     np.testing.assert_array_equal(two["shards_after"], num_envs)
+
+
+def test_dqn_keeps_a_replay_buffer_per_device(multidevice_runs):
+    dqn = _load(multidevice_runs.two_devices / "dqn.npz")
+    num_envs = helpers.MULTIDEVICE_NUM_ENVS
+    # Every leaf of the experience has one row per environment of each device.
+    np.testing.assert_array_equal(dqn["rows_before"], num_envs)
+    np.testing.assert_array_equal(dqn["rows_after"], num_envs)
+    assert dqn["rows_after"].shape[1] == 2
+    # Transitions are counted over both devices (6 steps of 2 * 3 envs per update):
+    # learning starts at the second update, when 12 * 6 are in.
+    assert int(dqn["num_transitions"]) == 5 * 6 * 2 * num_envs
+    assert int(dqn["num_gradient_steps"]) == 4
+    assert dqn["loss"][0] == 0 and np.all(dqn["loss"][1:] > 0)
+    for name in (name for name in dqn if name.startswith("param_")):
+        assert np.all(np.isfinite(dqn[name]))
 
 
 def test_filter_pmap_equals_separate_runs(multidevice_runs):

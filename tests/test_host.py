@@ -55,9 +55,9 @@ def test_collector_matches_a_plain_gymnasium_loop():
         key=jax.random.key(0),
         seed=7,
     )
-    params = collector.learner.init().params
-    first, _ = collector.collect(params)
-    second, _ = collector.collect(params)
+    behaviour = collector.learner.behaviour(collector.learner.init(jax.random.key(0)))
+    first, _ = collector.collect(behaviour)
+    second, _ = collector.collect(behaviour)
     # Rollouts chain: each starts with the previous one's last time step.
     helpers.assert_trees_close(helpers.index(second.timestep, 0), helpers.index(first.timestep, -1), rtol=0, atol=0)
 
@@ -84,24 +84,23 @@ def test_collector_matches_a_plain_gymnasium_loop():
 def test_trajectory_has_the_on_device_rollout_types():
     learner = _learner()
     collector = GymnasiumCollector(_cartpole_vec(), learner, rollout_length=ROLLOUT, key=jax.random.key(1), seed=0)
-    trajectory, _ = collector.collect(learner.init().params)
+    behaviour = learner.behaviour(learner.init(jax.random.key(0)))
+    trajectory, _ = collector.collect(behaviour)
     anakin = pr.Anakin(pr.envs.CartPole(), learner, num_envs=NUM_ENVS, rollout_length=ROLLOUT)
-    _, on_device, _ = pr.anakin.rollout(
-        anakin.env, learner, learner.init().params, anakin.init(jax.random.key(0)).envs, ROLLOUT
-    )
+    _, on_device, _ = pr.anakin.rollout(anakin.env, behaviour, anakin.init(jax.random.key(0)).envs, ROLLOUT)
     structure = lambda tree: jax.tree.map(lambda x: (x.shape, x.dtype), tree)  # noqa: E731
     assert structure(trajectory) == structure(on_device)
     # The learner updates on it as it does on the on-device rollout.
-    state, metrics = learner.update(learner.init(), trajectory)
+    state, metrics = learner.update(learner.init(jax.random.key(0)), trajectory)
     helpers.assert_all_finite(metrics)
-    helpers.assert_trees_differ(state.params, learner.init().params)
+    helpers.assert_trees_differ(state.params, learner.init(jax.random.key(0)).params)
 
 
 def test_episode_statistics_count_whole_episodes():
     collector = GymnasiumCollector(
         _cartpole_vec(max_episode_steps=MAX_EPISODE_STEPS), _learner(), rollout_length=60, key=jax.random.key(2), seed=1
     )
-    trajectory, episodes = collector.collect(collector.learner.init().params)
+    trajectory, episodes = collector.collect(collector.learner.behaviour(collector.learner.init(jax.random.key(0))))
     assert len(episodes.returns) == int(np.sum(trajectory.timestep.is_last[1:]))
     np.testing.assert_array_equal(episodes.returns, episodes.lengths)  # CartPole: reward 1 per step
     assert np.all((episodes.lengths >= 1) & (episodes.lengths <= MAX_EPISODE_STEPS))
@@ -114,7 +113,7 @@ def test_train_on_host_is_reproducible_and_lags_by_one_update_with_overlap(overl
 
     def run():
         collector = GymnasiumCollector(_cartpole_vec(), learner, rollout_length=8, key=jax.random.key(3), seed=2)
-        return train_on_host(learner, collector, num_updates=5, overlap=overlap)
+        return train_on_host(learner, collector, num_updates=5, key=jax.random.key(0), overlap=overlap)
 
     result = run()
     helpers.assert_trees_close(result, run(), rtol=0, atol=0)
@@ -123,10 +122,10 @@ def test_train_on_host_is_reproducible_and_lags_by_one_update_with_overlap(overl
     # The same schedule by hand: rollout k acts with the parameters after k updates
     # (sequential) or after k - 1 updates (overlapped; the initial ones for k = 0).
     collector = GymnasiumCollector(_cartpole_vec(), learner, rollout_length=8, key=jax.random.key(3), seed=2)
-    states = [learner.init()]
+    states = [learner.init(jax.random.key(0))]
     for k in range(5):
         acting = states[max(k - 1, 0)] if overlap else states[k]
-        trajectory, _ = collector.collect(acting.params)
+        trajectory, _ = collector.collect(learner.behaviour(acting))
         states.append(learner.update(states[k], trajectory)[0])
     helpers.assert_trees_close(result.state.params, states[-1].params, rtol=1e-6, atol=1e-6)
 
@@ -137,7 +136,7 @@ def test_td_lambda_learner_improves_on_gymnasium_cartpole():
     collector = GymnasiumCollector(
         gymnasium.make_vec("CartPole-v1", num_envs=8), learner, rollout_length=32, key=jax.random.key(0), seed=0
     )
-    result = train_on_host(learner, collector, num_updates=1500)  # about 40 s
+    result = train_on_host(learner, collector, num_updates=1500, key=jax.random.key(0))  # about 40 s
     returns = np.asarray(result.metrics.episode_return_sum)
     counts = np.asarray(result.metrics.episodes_completed)
     early = returns[:200].sum() / counts[:200].sum()

@@ -19,8 +19,8 @@ def _update(learner, state, trajectory):
     return learner.update(state, trajectory)
 
 
-def _act(learner, params, observation, key):
-    return learner.act(params, observation, learner.network.initial_carry(), key)
+def _act(learner, state, observation, key):
+    return learner.behaviour(state)(observation, learner.network.initial_carry(), key)
 
 
 def _updates(learner, state, trajectory, num_updates):
@@ -39,7 +39,7 @@ UPDATES = helpers.Compiled(_updates)
 
 def _setup(name, seed=0):
     learner = helpers.LEARNERS[name](jax.random.key(seed))
-    return learner, learner.init(), helpers.random_trajectory(seed, NUM_STEPS, BATCH)
+    return learner, learner.init(jax.random.key(0)), helpers.random_trajectory(seed, NUM_STEPS, BATCH)
 
 
 @pytest.mark.parametrize("name", helpers.LEARNERS)
@@ -89,7 +89,7 @@ def test_learner_act_vmap_equals_loop(name):
     learner, state, _ = _setup(name)
     observations = helpers.normal(1, (4, *helpers.OBS_SHAPE))
     keys = jax.random.split(jax.random.key(2), 4)
-    steps, carry = helpers.check_vmap_equals_loop(ACT, ACT_BATCH, (learner, state.params), (observations, keys))
+    steps, carry = helpers.check_vmap_equals_loop(ACT, ACT_BATCH, (learner, state), (observations, keys))
     assert carry == ()
     assert steps.action.shape == (4,) and steps.action.dtype == jnp.int32
     # Greedy learners act with the argmax of their network.
@@ -109,7 +109,7 @@ def test_learner_updates_reduce_the_loss_on_a_fixed_batch(name):
 def test_update_applies_the_gradient_of_the_loss():
     learning_rate = helpers.SGD_LEARNING_RATE
     learner = helpers.make_learner(jax.random.key(0), optimizer=helpers.SGD)
-    state = learner.init()
+    state = learner.init(jax.random.key(0))
     trajectory = helpers.random_trajectory(3, NUM_STEPS, BATCH)
     new_state, metrics = UPDATE(learner, state, trajectory)
 
@@ -134,7 +134,7 @@ def _nan_params(state):
 
 def test_check_nans_names_the_non_finite_loss_term():
     learner = helpers.make_learner(jax.random.key(0), check_nans=True)
-    state = _nan_params(learner.init())
+    state = _nan_params(learner.init(jax.random.key(0)))
     trajectory = helpers.random_trajectory(0, NUM_STEPS, BATCH)
     with pytest.raises(eqx.EquinoxRuntimeError, match="loss term 'td_loss' is not finite"):
         jax.block_until_ready(UPDATE(learner, state, trajectory))
@@ -142,13 +142,15 @@ def test_check_nans_names_the_non_finite_loss_term():
 
 def test_check_nans_passes_finite_updates():
     learner = helpers.make_learner(jax.random.key(0), check_nans=True)
-    _, metrics = UPDATE(learner, learner.init(), helpers.random_trajectory(0, NUM_STEPS, BATCH))
+    _, metrics = UPDATE(learner, learner.init(jax.random.key(0)), helpers.random_trajectory(0, NUM_STEPS, BATCH))
     assert np.isfinite(float(metrics.loss))
 
 
 def test_without_check_nans_a_nan_loss_is_returned():
     learner = helpers.make_learner(jax.random.key(0))
-    _, metrics = UPDATE(learner, _nan_params(learner.init()), helpers.random_trajectory(0, NUM_STEPS, BATCH))
+    _, metrics = UPDATE(
+        learner, _nan_params(learner.init(jax.random.key(0))), helpers.random_trajectory(0, NUM_STEPS, BATCH)
+    )
     assert np.isnan(float(metrics.loss)) and np.isnan(float(metrics.terms["td_loss"]))
 
 

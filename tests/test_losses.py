@@ -229,7 +229,7 @@ def test_loss_traces_once(name):
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", helpers.LOSSES)
+@pytest.mark.parametrize("name", [name for name in helpers.LOSSES if name.startswith("td-lambda")])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_td_lambda_q_loss_matches_the_rlax_oracle(name, seed):
     loss, network, trajectory = _setup(name, seed)

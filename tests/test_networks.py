@@ -148,3 +148,35 @@ def test_feed_forward_network_rejects_a_head_of_the_wrong_width():
     head = pr.networks.QValueHead(6, 3, key=jax.random.key(1))
     with pytest.raises(ValueError, match=r"torso emits 8 features but the head takes 6.*in_size=8"):
         pr.networks.FeedForwardNetwork(torso, head)
+
+
+def test_actor_critic_network_keeps_policy_and_value_apart():
+    network = helpers.separate_actor_critic_network(jax.random.key(0))
+    observation = helpers.normal(0, helpers.OBS_SHAPE)
+    output, carry = network(observation, ())
+    assert carry == () and network.output_type is pr.PolicyLogits and network.num_actions == helpers.NUM_ACTIONS
+    np.testing.assert_allclose(output.logits, network.head(network.actor_torso(observation)).logits, rtol=1e-6)
+    np.testing.assert_allclose(output.value, network.value_head(network.critic_torso(observation)), rtol=1e-6)
+    # The value depends on the critic alone, the logits on the actor alone.
+    value_grads = jax.grad(lambda net: net(observation, ())[0].value)(network)
+    logit_grads = jax.grad(lambda net: jnp.sum(net(observation, ())[0].logits))(network)
+    for grads, untouched in ((value_grads, ("actor_torso", "head")), (logit_grads, ("critic_torso", "value_head"))):
+        for name in untouched:
+            assert all(float(jnp.max(jnp.abs(leaf))) == 0 for leaf in jax.tree.leaves(getattr(grads, name)))
+    outputs, _ = network.unroll(jnp.stack([observation, 2 * observation]), (), jnp.zeros(2, bool))
+    np.testing.assert_allclose(outputs.value[0], output.value, rtol=1e-6)
+
+
+def test_actor_critic_network_rejects_a_head_with_its_own_value_and_mismatched_sizes():
+    key = jax.random.key(0)
+    network = helpers.separate_actor_critic_network(key)
+    head = pr.networks.PolicyLogitHead(8, helpers.NUM_ACTIONS, with_value=True, key=key)
+    with pytest.raises(ValueError, match=r"with_value=False"):
+        pr.networks.ActorCriticNetwork(network.actor_torso, head, network.critic_torso, network.value_head)
+    with pytest.raises(ValueError, match=r"torso emits 6 features but the value head takes 8"):
+        pr.networks.ActorCriticNetwork(
+            pr.networks.MLPTorso(helpers.OBS_SHAPE, (8,), key=key),
+            pr.networks.PolicyLogitHead(8, helpers.NUM_ACTIONS, key=key),
+            pr.networks.MLPTorso(helpers.OBS_SHAPE, (6,), key=key),
+            pr.networks.ValueHead(8, key=key),
+        )

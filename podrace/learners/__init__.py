@@ -1,6 +1,13 @@
-"""Learners: a network, a policy, a loss and an optimiser with explicit state."""
+"""Learners: how experience turns into parameter updates."""
 
-from .learner import Learner as Learner, LearnerState as LearnerState, UpdateMetrics as UpdateMetrics
+from .dqn import DQNLearner as DQNLearner, DQNState as DQNState
+from .learner import (
+    AbstractLearner as AbstractLearner,
+    Behaviour as Behaviour,
+    Learner as Learner,
+    LearnerState as LearnerState,
+    UpdateMetrics as UpdateMetrics,
+)
 
 
-__all__ = ["Learner", "LearnerState", "UpdateMetrics"]
+__all__ = ["AbstractLearner", "Behaviour", "DQNLearner", "DQNState", "Learner", "LearnerState", "UpdateMetrics"]

@@ -6,12 +6,13 @@ from typing import ClassVar, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Float, Shaped
 
-from .._types import AbstractNetworkOutput, PolicyLogits, PolicyStep, QValues, Trajectory
+from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative
 from ..networks import AbstractNetwork
-from .value_learning import lambda_returns, td_lambda
+from .policy_gradient import clamped_importance_weights, policy_gradient_loss
+from .value_learning import lambda_returns
 
 
 LossTerms = dict[str, Float[Array, ""]]
@@ -28,21 +29,33 @@ class AbstractLoss(eqx.Module):
     input_type: ClassVar[type[AbstractNetworkOutput]]
 
     @abc.abstractmethod
-    def trajectory_loss(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+    def trajectory_loss(
+        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
         """The loss of one trajectory `[T + 1]`.
+
+        **Arguments:**
+
+        - `network`: the network whose parameters are being learnt.
+        - `trajectory`: one unbatched trajectory.
+        - `target_network`: a slowly updated copy to bootstrap from (losses that
+            bootstrap on values use it when given; the others ignore it).
 
         **Returns:**
 
         The scalar to minimise and its named terms (for logging and NaN checks).
         """
 
-    def __call__(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+    def __call__(
+        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
         """The loss averaged over a batch of trajectories with axes `[T + 1, B]`.
 
         **Arguments:**
 
         - `network`: the network whose parameters are being learnt.
         - `trajectory`: a time-major batch of trajectories.
+        - `target_network`: as in `trajectory_loss`.
 
         **Returns:**
 
@@ -50,7 +63,7 @@ class AbstractLoss(eqx.Module):
         """
         loss, terms = jax.vmap(
             lambda timestep, policy_step, carry: self.trajectory_loss(
-                network, Trajectory(timestep, policy_step, carry)
+                network, Trajectory(timestep, policy_step, carry), target_network
             ),
             in_axes=(1, 1, 0),
         )(trajectory.timestep, trajectory.policy_step, trajectory.carry)
@@ -64,52 +77,6 @@ def transition_mask(trajectory: Trajectory) -> Float[Array, " T"]:
     should be taken on it.
     """
     return (~trajectory.timestep.is_first[1:]).astype(jnp.float32)
-
-
-@final
-class TDLambdaQLoss(AbstractLoss):
-    """Q-learning with lambda-returns: the agent of the Podracer paper's Anakin demo.
-
-    Regresses `Q(s_t, a_t)` towards lambda-returns bootstrapped on `max_a Q(s, a)`,
-    minimising the mean squared TD(lambda) error. Bootstrapping stops on termination
-    (`discount = 0`) and falls back to one step at a truncation (lambda is cut there).
-
-    Reference: Sutton & Barto, 2nd ed., 12.10 (Peng's Q(lambda) without trace cutting);
-    Hessel et al., "Podracer architectures for scalable Reinforcement Learning", 2021.
-
-    **Arguments:**
-
-    - `discount`: the agent's discount factor, in [0, 1].
-    - `lambda_`: the trace coefficient, in [0, 1].
-    """
-
-    discount: Float[Array, ""]
-    lambda_: Float[Array, ""]
-    input_type = QValues
-
-    def __init__(self, *, discount: ArrayLike, lambda_: ArrayLike):
-        self.discount = jnp.asarray(discount, jnp.float32)
-        self.lambda_ = jnp.asarray(lambda_, jnp.float32)
-
-    def __check_init__(self):
-        check_in_unit_interval("TDLambdaQLoss", "discount", self.discount)
-        check_in_unit_interval("TDLambdaQLoss", "lambda_", self.lambda_)
-
-    def trajectory_loss(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
-        timestep = trajectory.timestep
-        outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
-        q_values = outputs.q_values
-        actions = trajectory.policy_step.action
-        q_tm1 = jnp.take_along_axis(q_values[:-1], actions[:, None], axis=-1)[:, 0]
-        errors = td_lambda(
-            v_tm1=q_tm1,
-            r_t=timestep.reward[1:],
-            discount_t=self.discount * timestep.discount[1:],
-            v_t=jnp.max(q_values[1:], axis=-1),
-            lambda_=self.lambda_ * (1.0 - timestep.is_last[1:]),
-        )
-        td_loss = jnp.mean(transition_mask(trajectory) * jnp.square(errors))
-        return td_loss, {"td_loss": td_loss}
 
 
 @final
@@ -138,7 +105,7 @@ class A2CLoss(AbstractLoss):
     lambda_: Float[Array, ""]
     value_coefficient: Float[Array, ""]
     entropy_coefficient: Float[Array, ""]
-    input_type = PolicyLogits
+    input_type = AbstractPolicyOutput
 
     def __init__(
         self,
@@ -159,12 +126,18 @@ class A2CLoss(AbstractLoss):
         check_non_negative("A2CLoss", "value_coefficient", self.value_coefficient)
         check_non_negative("A2CLoss", "entropy_coefficient", self.entropy_coefficient)
 
-    def trajectory_loss(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+    def trajectory_loss(
+        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        del target_network
         timestep = trajectory.timestep
         outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
         if outputs.value is None:
-            raise ValueError("A2CLoss needs state values: build the head as PolicyLogitHead(..., with_value=True).")
-        values, logits = outputs.value, outputs.logits[:-1]
+            raise ValueError(
+                "A2CLoss needs state values: build the policy head with with_value=True "
+                "(PolicyLogitHead(..., with_value=True) or GaussianHead(..., with_value=True))."
+            )
+        values = outputs.value
         returns = lambda_returns(
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
@@ -173,21 +146,42 @@ class A2CLoss(AbstractLoss):
         )
         returns = jax.lax.stop_gradient(returns)
         mask = transition_mask(trajectory)
-        log_pi, weights = _log_pi_and_clamped_weights(logits, trajectory.policy_step)
-        advantages = jax.lax.stop_gradient(returns - values[:-1])
-        policy_loss = -jnp.mean(mask * weights * advantages * log_pi)
+        log_pi, entropy = log_pi_and_entropy(outputs, trajectory.policy_step.action)
+        weights = mask * clamped_importance_weights(log_pi, trajectory.policy_step.log_prob)
+        policy_loss = policy_gradient_loss(log_pi, returns - values[:-1], weights)
         value_loss = 0.5 * jnp.mean(mask * jnp.square(returns - values[:-1]))
-        entropy = jnp.mean(mask * categorical_entropy(logits))
+        entropy = jnp.mean(mask * entropy)
         loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
 
-def _log_pi_and_clamped_weights(
-    logits: Float[Array, "T num_actions"], policy_step: PolicyStep
+def log_pi_and_entropy(
+    outputs: AbstractPolicyOutput, actions: Shaped[Array, " T *action_shape"]
 ) -> tuple[Float[Array, " T"], Float[Array, " T"]]:
-    """`log pi(a_t | s_t)` and the importance weights `min(1, pi / mu)` (no gradient)."""
-    log_pi = jnp.take_along_axis(jax.nn.log_softmax(logits), policy_step.action[:, None], axis=-1)[:, 0]
-    return log_pi, jnp.minimum(1.0, jnp.exp(jax.lax.stop_gradient(log_pi) - policy_step.log_prob))
+    """`log pi(a_t | s_t)` of the actions taken and the entropy of `pi(. | s_t)`, for each `t`.
+
+    Both come from each output's `distribution()`, so this serves discrete and
+    continuous actions alike.
+
+    **Arguments:**
+
+    - `outputs`: policy outputs with a leading time axis of at least `T` (as
+        `network.unroll` gives for a trajectory's `T + 1` time steps); the first `T`
+        are used.
+    - `actions`: the actions `a_0, ..., a_{T-1}`.
+
+    **Returns:**
+
+    The log-probabilities and the entropies, each of shape `[T]`.
+    """
+    num_steps = actions.shape[0]
+    outputs = jax.tree.map(lambda x: x[:num_steps], outputs)
+
+    def one_step(output: AbstractPolicyOutput, action: Array) -> tuple[Array, Array]:
+        distribution = output.distribution()
+        return jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy())
+
+    return jax.vmap(one_step)(outputs, actions)
 
 
 def categorical_entropy(logits: Float[Array, "*batch num_actions"]) -> Float[Array, "*batch"]:
@@ -242,7 +236,7 @@ class ReinforceLoss(AbstractLoss):
     value_coefficient: Float[Array, ""]
     entropy_coefficient: Float[Array, ""]
     baseline: bool = eqx.field(static=True)
-    input_type = PolicyLogits
+    input_type = AbstractPolicyOutput
 
     def __init__(
         self,
@@ -262,10 +256,12 @@ class ReinforceLoss(AbstractLoss):
         check_non_negative("ReinforceLoss", "value_coefficient", self.value_coefficient)
         check_non_negative("ReinforceLoss", "entropy_coefficient", self.entropy_coefficient)
 
-    def trajectory_loss(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+    def trajectory_loss(
+        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        del target_network
         timestep = trajectory.timestep
         outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
-        logits = outputs.logits[:-1]
         # Returns restart at every episode end: nothing is bootstrapped past it.
         returns = lambda_returns(
             r_t=timestep.reward[1:],
@@ -278,14 +274,16 @@ class ReinforceLoss(AbstractLoss):
         if self.baseline:
             if outputs.value is None:
                 raise ValueError(
-                    "ReinforceLoss(baseline=True) needs a value head: PolicyLogitHead(..., with_value=True)."
+                    "ReinforceLoss(baseline=True) needs a value head: build the policy head with with_value=True "
+                    "(PolicyLogitHead(..., with_value=True) or GaussianHead(..., with_value=True))."
                 )
             values = outputs.value[:-1]
             advantages = returns - jax.lax.stop_gradient(values)
             terms["value_loss"] = 0.5 * jnp.mean(mask * jnp.square(returns - values))
-        log_pi, weights = _log_pi_and_clamped_weights(logits, trajectory.policy_step)
-        terms["policy_loss"] = -jnp.mean(mask * weights * advantages * log_pi)
-        terms["entropy"] = jnp.mean(mask * categorical_entropy(logits))
+        log_pi, entropy = log_pi_and_entropy(outputs, trajectory.policy_step.action)
+        weights = mask * clamped_importance_weights(log_pi, trajectory.policy_step.log_prob)
+        terms["policy_loss"] = policy_gradient_loss(log_pi, advantages, weights)
+        terms["entropy"] = jnp.mean(mask * entropy)
         loss = terms["policy_loss"] - self.entropy_coefficient * terms["entropy"]
         if self.baseline:
             loss = loss + self.value_coefficient * terms["value_loss"]

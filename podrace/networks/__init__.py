@@ -2,7 +2,10 @@
 
 from ._base import AbstractNetwork as AbstractNetwork
 from .feedforward import (
+    AbstractFeedForwardNetwork as AbstractFeedForwardNetwork,
+    ActorCriticNetwork as ActorCriticNetwork,
     FeedForwardNetwork as FeedForwardNetwork,
+    GaussianHead as GaussianHead,
     MLPTorso as MLPTorso,
     PolicyLogitHead as PolicyLogitHead,
     QValueHead as QValueHead,
@@ -10,4 +13,14 @@ from .feedforward import (
 )
 
 
-__all__ = ["AbstractNetwork", "FeedForwardNetwork", "MLPTorso", "PolicyLogitHead", "QValueHead", "ValueHead"]
+__all__ = [
+    "ActorCriticNetwork",
+    "AbstractFeedForwardNetwork",
+    "AbstractNetwork",
+    "FeedForwardNetwork",
+    "GaussianHead",
+    "MLPTorso",
+    "PolicyLogitHead",
+    "QValueHead",
+    "ValueHead",
+]

@@ -27,7 +27,8 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
     @property
     @abc.abstractmethod
     def num_actions(self) -> int:
-        """The number of discrete actions the head scores."""
+        """The head's size per action: the number of discrete actions it scores, or the
+        dimension of the continuous action vector it parameterises."""
 
     @abc.abstractmethod
     def __call__(self, observation: PyTree[Array], carry: PyTree[Array]) -> tuple[OutputT, PyTree[Array]]:

@@ -4,9 +4,10 @@ from ._policies import (
     AbstractPolicy as AbstractPolicy,
     Categorical as Categorical,
     EpsilonGreedy as EpsilonGreedy,
+    Gaussian as Gaussian,
     Greedy as Greedy,
     Softmax as Softmax,
 )
 
 
-__all__ = ["AbstractPolicy", "Categorical", "EpsilonGreedy", "Greedy", "Softmax"]
+__all__ = ["AbstractPolicy", "Categorical", "EpsilonGreedy", "Gaussian", "Greedy", "Softmax"]

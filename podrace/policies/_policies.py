@@ -6,7 +6,16 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from .._types import AbstractNetworkOutput, AbstractSpace, Discrete, PolicyLogits, PolicyStep, QValues
+from .._types import (
+    AbstractNetworkOutput,
+    AbstractSpace,
+    Box,
+    Discrete,
+    GaussianParams,
+    PolicyLogits,
+    PolicyStep,
+    QValues,
+)
 from .._validation import check_in_unit_interval, check_positive
 
 
@@ -49,7 +58,8 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
         if not isinstance(action_space, Discrete):
             raise ValueError(
                 f"{type(self).__name__} chooses among discrete actions, but the environment's "
-                f"action space is {action_space!r}; use a continuous-action policy for it."
+                f"action space is {action_space!r}; use a continuous-action policy for it "
+                f"(podrace.policies.Gaussian with a podrace.networks.GaussianHead)."
             )
 
 
@@ -129,4 +139,32 @@ class Categorical(AbstractPolicy[PolicyLogits]):
     input_type = PolicyLogits
 
     def distribution(self, output: PolicyLogits) -> distrax.Categorical:
-        return distrax.Categorical(logits=output.logits)
+        return output.distribution()
+
+
+@final
+class Gaussian(AbstractPolicy[GaussianParams]):
+    """Samples real action vectors from the diagonal Gaussian of a Gaussian head.
+
+    Actions are unbounded samples: the environment clips them to its action space (as
+    [`podrace.envs.Pendulum`][] does), and the log-probability is that of the unclipped
+    sample, which is what the policy gradient needs. It acts in `Box` action spaces of
+    one dimension, with a [`podrace.networks.GaussianHead`][] of that many outputs.
+    """
+
+    input_type = GaussianParams
+
+    def distribution(self, output: GaussianParams) -> distrax.MultivariateNormalDiag:
+        return output.distribution()
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        if not isinstance(action_space, Box) or not jnp.issubdtype(action_space.dtype, jnp.floating):
+            raise ValueError(
+                f"Gaussian samples real action vectors, but the environment's action space is "
+                f"{action_space!r}; use a discrete-action policy such as podrace.policies.Categorical for it."
+            )
+        if len(action_space.shape) != 1:
+            raise ValueError(
+                f"Gaussian samples flat action vectors, but the environment's actions have shape "
+                f"{action_space.shape}; flatten the action space to one dimension."
+            )

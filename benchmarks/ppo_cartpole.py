@@ -1,0 +1,183 @@
+"""PPO time to solve CartPole-v1 and DQN throughput: podrace against rejax at the same settings.
+
+rejax 0.1.3 needs gymnax < 1.0, so it runs in its own virtual environment (see
+`benchmarks/rejax_baseline.py` for the exact pip command) and is called here through
+`--rejax-python`. Every measurement runs in a fresh process, podrace's as well as
+rejax's, so that each one compiles from scratch; podrace and rejax alternate seed by
+seed.
+
+- PPO, time to solve: wall-clock seconds from before anything is built until the first
+  evaluation whose mean return (64 episodes, the stochastic policy) reaches 475.
+  Training runs in chunks of 5 000 environment steps, one compiled call each, with an
+  evaluation after every chunk; compilation, chunks and evaluations are all timed.
+  Hyperparameters are rejax's CartPole ones: 5 envs x 100 steps, 5 epochs of 5
+  minibatches, Adam 7.5e-4, gradient norm clipped at 0.5, discount 0.99, GAE 0.95,
+  clip 0.2, value 0.5, entropy 0.01, separate 64-64 tanh actor and critic.
+- DQN, steps per second: 10 envs, one step each per iteration, then 5 gradient steps
+  on batches of 100 from a 50 000-transition buffer (learning from 5 000), double Q,
+  Polyak target with step 0.02 once per iteration, Adam 1e-3 clipped at 10, epsilon
+  1 -> 0.05 over 25 000 steps, a 64-64 swish Q-network. A warm-up call of 50 000 steps
+  (compile included) is followed by a timed call of 50 000 more.
+
+Last line: `ratio_time_to_solve=X ratio_dqn_sps=Y` (rejax seconds / podrace seconds,
+medians over seeds; podrace sps / rejax sps, medians).
+
+Usage:
+
+    python benchmarks/ppo_cartpole.py --rejax-python /path/to/rejax-venv/bin/python [--seeds 0 1 2]
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+import podrace as pr
+
+
+HERE = pathlib.Path(__file__).parent
+THRESHOLD = 475.0
+CHUNK_STEPS = 5_000
+EVAL_EPISODES = 64
+MAX_ENV_STEPS = 500_000
+DQN_STEPS = 50_000
+
+
+def ppo_time_to_solve(seed: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    env = pr.envs.cartpole_v1()
+    actor_key, head_key, critic_key, value_key = jax.random.split(jax.random.key(seed), 4)
+    network = pr.networks.ActorCriticNetwork(
+        pr.networks.MLPTorso((4,), (64, 64), activation=jnp.tanh, key=actor_key),
+        pr.networks.PolicyLogitHead(64, 2, key=head_key),
+        pr.networks.MLPTorso((4,), (64, 64), activation=jnp.tanh, key=critic_key),
+        pr.networks.ValueHead(64, key=value_key),
+    )
+    loss = pr.losses.PPOLoss(
+        discount=0.99, lambda_=0.95, clip_epsilon=0.2, value_coefficient=0.5, entropy_coefficient=0.01
+    )
+    optimizer = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(7.5e-4))
+    learner = pr.Learner(network, pr.policies.Categorical(), loss, optimizer, num_epochs=5, num_minibatches=5)
+    pipeline = pr.Anakin(env, learner, num_envs=5, rollout_length=100)
+    updates_per_chunk = CHUNK_STEPS // pipeline.frames_per_update
+    state = pipeline.init(jax.random.key(seed))
+    history = []
+    mean_return, steps = 0.0, 0
+    while mean_return < THRESHOLD and steps < MAX_ENV_STEPS:
+        state = pipeline.train(state, num_updates=updates_per_chunk).state
+        steps += updates_per_chunk * pipeline.frames_per_update
+        network = learner.network_with(state.learner.params)
+        evaluation = pr.evaluate(
+            env, network, pr.policies.Categorical(), num_episodes=EVAL_EPISODES, key=jax.random.key(steps)
+        )
+        mean_return = float(evaluation.mean_return)
+        history.append((steps, round(time.perf_counter() - start, 3), mean_return))
+    return {
+        "library": "podrace",
+        "seed": seed,
+        "solved": mean_return >= THRESHOLD,
+        "seconds": round(time.perf_counter() - start, 3),
+        "env_steps": steps,
+        "history": history,
+    }
+
+
+def dqn_sps(seed: int) -> dict[str, Any]:
+    env = pr.envs.cartpole_v1()
+    torso_key, head_key = jax.random.split(jax.random.key(seed))
+    network = pr.networks.FeedForwardNetwork(
+        pr.networks.MLPTorso((4,), (64, 64), activation=jax.nn.swish, key=torso_key),
+        pr.networks.QValueHead(64, 2, key=head_key),
+    )
+    learner = pr.learners.DQNLearner(
+        network,
+        pr.losses.QLearningLoss(discount=0.99, double=True),
+        optax.chain(optax.clip_by_global_norm(10.0), optax.adam(1e-3)),
+        epsilon=optax.linear_schedule(1.0, 0.05, DQN_STEPS // 2),
+        buffer_size=50_000,
+        batch_size=100,
+        min_replay_size=5_000,
+        gradient_steps=5,
+        target_update_period=5,
+        tau=0.02,
+    )
+    pipeline = pr.Anakin(env, learner, num_envs=10, rollout_length=1)
+    num_updates = DQN_STEPS // pipeline.frames_per_update
+    start = time.perf_counter()
+    state = jax.block_until_ready(pipeline.train(pipeline.init(jax.random.key(seed)), num_updates=num_updates).state)
+    warmup = time.perf_counter() - start
+    start = time.perf_counter()
+    jax.block_until_ready(pipeline.train(state, num_updates=num_updates))
+    elapsed = time.perf_counter() - start
+    return {
+        "library": "podrace",
+        "seed": seed,
+        "sps": round(num_updates * pipeline.frames_per_update / elapsed, 1),
+        "timed_seconds": round(elapsed, 3),
+        "warmup_seconds_incl_compile": round(warmup, 3),
+    }
+
+
+def run_json(command: list[str]) -> dict[str, Any]:
+    """Runs a measurement in a fresh process and reads the JSON line it prints last."""
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--rejax-python", help="the python of the rejax benchmark environment")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--worker", choices=["ppo", "dqn"], help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(ppo_time_to_solve(args.seed) if args.worker == "ppo" else dqn_sps(args.seed)))
+        return
+    if not args.rejax_python:
+        parser.error("--rejax-python is required")
+
+    rejax = [args.rejax_python, str(HERE / "rejax_baseline.py")]
+    podrace = [sys.executable, __file__, "--worker"]
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {
+        "ppo": {"podrace": [], "rejax": []},
+        "dqn": {"podrace": [], "rejax": []},
+    }
+    print(f"jax {jax.__version__} on {jax.default_backend()}; seeds {args.seeds}")
+    for seed in args.seeds:
+        for library, command in (
+            ("podrace", [*podrace, "ppo", "--seed", str(seed)]),
+            ("rejax", [*rejax, "ppo-time-to-solve", "--seed", str(seed)]),
+        ):
+            result = run_json(command)
+            results["ppo"][library].append(result)
+            print(
+                f"ppo  {library:8s} seed {seed}: {result['seconds']:7.2f} s to solve "
+                f"({result['env_steps']} env steps, solved={result['solved']})"
+            )
+        for library, command in (
+            ("podrace", [*podrace, "dqn", "--seed", str(seed)]),
+            ("rejax", [*rejax, "dqn-sps", "--seed", str(seed), "--agent", "QNetwork"]),
+        ):
+            result = run_json(command)
+            results["dqn"][library].append(result)
+            print(f"dqn  {library:8s} seed {seed}: {result['sps']:10.0f} env steps/s")
+
+    def median(mode: str, library: str, key: str) -> float:
+        return statistics.median(result[key] for result in results[mode][library])
+
+    time_ratio = median("ppo", "rejax", "seconds") / median("ppo", "podrace", "seconds")
+    sps_ratio = median("dqn", "podrace", "sps") / median("dqn", "rejax", "sps")
+    print(f"ratio_time_to_solve={time_ratio:.2f} ratio_dqn_sps={sps_ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

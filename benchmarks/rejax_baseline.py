@@ -1,0 +1,250 @@
+"""Peer baseline: rejax 0.1.3 PPO and DQN on gymnax CartPole-v1.
+
+Run with its own benchmark-only venv, never podrace's (rejax 0.1.3 expects the
+five-value ``step`` of gymnax < 1.0)::
+
+    python3 -m venv /work/rejax-venv
+    /work/rejax-venv/bin/pip install "rejax==0.1.3" "gymnax<1.0"
+    /work/rejax-venv/bin/python benchmarks/rejax_baseline.py ppo-time-to-solve --seed 0
+    /work/rejax-venv/bin/python benchmarks/rejax_baseline.py dqn-sps --seed 0
+
+Known to work with jax/jaxlib 0.10.2, flax 0.12.8, optax 0.2.8, chex 0.1.92,
+distrax 0.1.9, gymnax 0.0.9 (what that pip command resolved to).
+Default hyperparameters are rejax's own CartPole ones (configs/gymnax/cartpole.yaml
+in the rejax repository; the wheel does not ship them).
+
+ppo-time-to-solve
+    The clock starts before anything is built or compiled. Training runs in chunks:
+    one jitted call trains ``--chunk-steps`` env steps (rounded up to whole
+    ``num_envs * num_steps`` rollouts) and then evaluates the current policy on
+    ``--eval-episodes`` fresh CartPole-v1 episodes (up to 500 steps each, rejax's
+    ``evaluate``; ``stochastic`` samples the policy as rejax's own eval callback
+    does, ``greedy`` takes the argmax). The host reads the mean return after each
+    chunk; the clock stops at the first chunk whose mean return >= ``--threshold``.
+    Compilation, chunk dispatch and evaluation are all inside the measured time.
+dqn-sps
+    Environment steps per second of rejax DQN training, evaluation disabled. A
+    warm-up call trains ``--steps`` env steps from a fresh state (compile included,
+    fills the replay buffer); the timed call trains ``--steps`` more steps from the
+    warm-up's state with the same compiled function.
+
+Each mode prints one JSON line with the result and every setting used.
+"""
+
+import argparse
+import json
+import time
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from rejax import DQN, PPO
+from rejax.evaluate import evaluate
+
+
+# rejax casts to int64 with x64 disabled; harmless, but noisy.
+warnings.filterwarnings("ignore", message="Explicitly requested dtype")
+
+ENV = "CartPole-v1"
+
+
+def no_eval(algo: Any, ts: Any, rng: jax.Array) -> tuple[()]:
+    return ()
+
+
+def make_eval_callback(episodes: int, greedy: bool):
+    """A rejax eval callback returning the mean return over ``episodes`` episodes."""
+
+    def eval_callback(algo: PPO, ts: Any, rng: jax.Array) -> jax.Array:
+        if greedy:
+
+            def act(obs: jax.Array, rng: jax.Array) -> jax.Array:
+                logits = algo.actor.apply(
+                    ts.actor_ts.params,
+                    obs[None],
+                    method=lambda m, x: m.action_logits(m.features(x)),
+                )
+                return jnp.argmax(logits[0])
+
+        else:
+            act = algo.make_act(ts)
+        max_steps = algo.env_params.max_steps_in_episode
+        _, returns = evaluate(act, rng, algo.env, algo.env_params, episodes, max_steps)
+        return returns.mean()
+
+    return eval_callback
+
+
+def ppo_time_to_solve(args: argparse.Namespace) -> dict[str, Any]:
+    hparams = {
+        "num_envs": args.num_envs,
+        "num_steps": args.num_steps,
+        "num_epochs": args.num_epochs,
+        "num_minibatches": args.num_minibatches,
+        "learning_rate": args.learning_rate,
+        "gamma": args.gamma,
+        "gae_lambda": args.gae_lambda,
+        "clip_eps": args.clip_eps,
+        "vf_coef": args.vf_coef,
+        "ent_coef": args.ent_coef,
+        "max_grad_norm": args.max_grad_norm,
+    }
+    agent_kwargs = {"hidden_layer_sizes": args.hidden, "activation": args.activation}
+    rollout = args.num_envs * args.num_steps
+    chunk = -(-args.chunk_steps // rollout) * rollout
+
+    start = time.perf_counter()
+    algo = PPO.create(
+        env=ENV,
+        agent_kwargs=dict(agent_kwargs),
+        total_timesteps=chunk,
+        eval_freq=chunk,
+        skip_initial_evaluation=True,
+        **hparams,
+    )
+    algo = algo.replace(eval_callback=make_eval_callback(args.eval_episodes, args.eval_policy == "greedy"))
+    train_chunk = jax.jit(lambda ts: algo.train(train_state=ts))
+    ts = jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed))
+
+    history: list[tuple[int, float, float]] = []
+    solved = False
+    while not solved and int(ts.global_step) < args.max_env_steps:
+        ts, mean_return = train_chunk(ts)
+        mean_return = float(mean_return[-1])
+        steps = int(ts.global_step)
+        history.append((steps, round(time.perf_counter() - start, 3), mean_return))
+        solved = mean_return >= args.threshold
+    seconds = time.perf_counter() - start
+
+    return {
+        "mode": "ppo-time-to-solve",
+        "library": "rejax",
+        "env": ENV,
+        "seed": args.seed,
+        "solved": solved,
+        "seconds": round(seconds, 3),
+        "env_steps": history[-1][0],
+        "final_mean_return": history[-1][2],
+        "threshold": args.threshold,
+        "chunk_env_steps": chunk,
+        "eval_episodes": args.eval_episodes,
+        "eval_policy": args.eval_policy,
+        "max_env_steps": args.max_env_steps,
+        "hyperparameters": {**hparams, **agent_kwargs},
+        "history": history,
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+    }
+
+
+def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
+    settings = {
+        "num_envs": args.num_envs,
+        "buffer_size": args.buffer_size,
+        "fill_buffer": args.fill_buffer,
+        "batch_size": args.batch_size,
+        "num_epochs": args.num_epochs,
+        "target_update_freq": args.target_update_freq,
+        "polyak": args.polyak,
+        "learning_rate": args.learning_rate,
+        "max_grad_norm": args.max_grad_norm,
+        "gamma": args.gamma,
+        "eps_start": args.eps_start,
+        "eps_end": args.eps_end,
+        "exploration_fraction": args.exploration_fraction,
+        "ddqn": args.ddqn,
+        "agent": args.agent,
+    }
+    agent_kwargs = {"activation": args.activation}  # rejax fixes hidden to (64, 64)
+    algo = DQN.create(
+        env=ENV,
+        agent_kwargs=dict(agent_kwargs),
+        total_timesteps=args.steps,
+        eval_freq=args.steps,
+        skip_initial_evaluation=True,
+        **settings,
+    ).replace(eval_callback=no_eval)
+    train = jax.jit(lambda ts: algo.train(train_state=ts)[0])
+    ts = jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed))
+
+    t0 = time.perf_counter()
+    ts = jax.block_until_ready(train(ts))
+    warmup = time.perf_counter() - t0
+    step0 = int(ts.global_step)
+    t0 = time.perf_counter()
+    ts = jax.block_until_ready(train(ts))
+    elapsed = time.perf_counter() - t0
+    steps = int(ts.global_step) - step0
+
+    return {
+        "mode": "dqn-sps",
+        "library": "rejax",
+        "env": ENV,
+        "seed": args.seed,
+        "sps": round(steps / elapsed, 1),
+        "timed_env_steps": steps,
+        "timed_seconds": round(elapsed, 3),
+        "warmup_seconds_incl_compile": round(warmup, 3),
+        "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
+        "settings": {**settings, **agent_kwargs, "hidden_layer_sizes": [64, 64]},
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+    }
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+
+    ppo = sub.add_parser("ppo-time-to-solve")
+    ppo.add_argument("--seed", type=int, default=0)
+    ppo.add_argument("--threshold", type=float, default=475.0)
+    ppo.add_argument("--chunk-steps", type=int, default=5_000)
+    ppo.add_argument("--eval-episodes", type=int, default=64)
+    ppo.add_argument("--eval-policy", choices=["stochastic", "greedy"], default="stochastic")
+    ppo.add_argument("--max-env-steps", type=int, default=500_000)
+    ppo.add_argument("--num-envs", type=int, default=5)
+    ppo.add_argument("--num-steps", type=int, default=100)
+    ppo.add_argument("--num-epochs", type=int, default=5)
+    ppo.add_argument("--num-minibatches", type=int, default=5)
+    ppo.add_argument("--learning-rate", type=float, default=7.5e-4)
+    ppo.add_argument("--gamma", type=float, default=0.99)
+    ppo.add_argument("--gae-lambda", type=float, default=0.95)
+    ppo.add_argument("--clip-eps", type=float, default=0.2)
+    ppo.add_argument("--vf-coef", type=float, default=0.5)
+    ppo.add_argument("--ent-coef", type=float, default=0.01)
+    ppo.add_argument("--max-grad-norm", type=float, default=0.5)
+    ppo.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    ppo.add_argument("--activation", default="tanh")
+
+    dqn = sub.add_parser("dqn-sps")
+    dqn.add_argument("--seed", type=int, default=0)
+    dqn.add_argument("--steps", type=int, default=50_000, help="env steps per call")
+    dqn.add_argument("--num-envs", type=int, default=10)
+    dqn.add_argument("--buffer-size", type=int, default=50_000)
+    dqn.add_argument("--fill-buffer", type=int, default=5_000)
+    dqn.add_argument("--batch-size", type=int, default=100)
+    dqn.add_argument("--num-epochs", type=int, default=5, help="grad steps per iteration")
+    dqn.add_argument("--target-update-freq", type=int, default=1)
+    dqn.add_argument("--polyak", type=float, default=0.98)
+    dqn.add_argument("--learning-rate", type=float, default=1e-3)
+    dqn.add_argument("--max-grad-norm", type=float, default=10.0)
+    dqn.add_argument("--gamma", type=float, default=0.99)
+    dqn.add_argument("--eps-start", type=float, default=1.0)
+    dqn.add_argument("--eps-end", type=float, default=0.05)
+    dqn.add_argument("--exploration-fraction", type=float, default=0.5)
+    dqn.add_argument("--ddqn", action=argparse.BooleanOptionalAction, default=True)
+    dqn.add_argument("--agent", choices=["QNetwork", "DuelingQNetwork"], default="DuelingQNetwork")
+    dqn.add_argument("--activation", default="swish")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    result = ppo_time_to_solve(args) if args.mode == "ppo-time-to-solve" else dqn_sps(args)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

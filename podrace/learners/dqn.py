@@ -1,0 +1,253 @@
+"""DQN: Q-learning from an on-device replay buffer, with a target network and a schedule for epsilon."""
+
+from typing import final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
+
+from .._types import TimeStep, Trajectory
+from .._validation import check_in_unit_interval, check_positive_int
+from ..losses import AbstractLoss
+from ..networks import AbstractNetwork
+from ..policies import EpsilonGreedy
+from .learner import AbstractLearner, Behaviour, UpdateMetrics, gradient_step
+
+
+def _flashbax():
+    """flashbax's trajectory buffer (the `replay` extra)."""
+    try:
+        from flashbax.buffers import trajectory_buffer
+    except ImportError as error:
+        raise ImportError("DQNLearner keeps its replay in flashbax: pip install 'podrace[replay]'.") from error
+    return trajectory_buffer
+
+
+@final
+class DQNState(eqx.Module):
+    """Everything a [`podrace.learners.DQNLearner`][] updates.
+
+    **Arguments:**
+
+    - `params`: the online network's trainable arrays.
+    - `target_params`: the target network's.
+    - `opt_state`: the optax state.
+    - `replay`: the replay buffer (a flashbax trajectory buffer state): one row per
+        environment, each a ring buffer of its time steps and the actions taken there.
+    - `num_updates`: how many rollouts have been learnt from.
+    - `num_gradient_steps`: how many gradient steps have been taken.
+    - `num_transitions`: how many environment transitions were added, over all devices
+        (the clock of the epsilon schedule).
+    - `key`: the randomness of replay sampling.
+    """
+
+    params: PyTree[Array]
+    target_params: PyTree[Array]
+    opt_state: optax.OptState
+    replay: PyTree[Array]
+    num_updates: Int[Array, ""]
+    num_gradient_steps: Int[Array, ""]
+    num_transitions: Int[Array, ""]
+    key: PRNGKeyArray
+
+
+@final
+class DQNLearner(AbstractLearner):
+    """Deep Q-learning: acts epsilon-greedily, stores experience, learns from replayed sequences.
+
+    Each update adds the rollout to a replay buffer held in the learner state (on the
+    device, one row per environment, so that each device keeps its own environments'
+    experience), then, once the buffer holds `min_replay_size` transitions, takes
+    `gradient_steps` steps on minibatches of `batch_size` sequences of
+    `sequence_length` time steps sampled uniformly. The loss is any Q-value loss that
+    bootstraps from a target network, e.g. [`podrace.losses.QLearningLoss`][] (one
+    step, n steps or double Q) or [`podrace.losses.TDLambdaQLoss`][]. The target
+    network follows the online one by `target_params <- (1 - tau) target_params +
+    tau params` every `target_update_period` gradient steps: `tau = 1` gives the
+    periodic copy of the original DQN, `target_update_period = 1` with a small `tau`
+    Polyak averaging.
+
+    Reference: Mnih et al., "Human-level control through deep reinforcement learning",
+    Nature 518, 2015; van Hasselt et al., "Deep Reinforcement Learning with Double
+    Q-learning", AAAI 2016; Lillicrap et al., "Continuous control with deep
+    reinforcement learning", ICLR 2016 (Polyak-averaged targets).
+
+    **Arguments:**
+
+    - `network`: a feed-forward network emitting [`podrace.QValues`][].
+    - `loss`: a Q-value loss.
+    - `optimizer`: an optax gradient transformation.
+    - `epsilon`: the exploration probability: a number, or a schedule over the
+        number of environment transitions (e.g. `optax.linear_schedule(1.0, 0.05, 10_000)`).
+    - `buffer_size`: how many transitions the replay buffer holds, over all
+        environments and devices.
+    - `batch_size`: sequences per gradient step, per device.
+    - `sequence_length`: time steps per sampled sequence (2 for one-step targets,
+        `n + 1` for n-step targets).
+    - `min_replay_size`: transitions to collect before learning starts.
+    - `gradient_steps`: gradient steps per update (per rollout).
+    - `target_update_period`: gradient steps between target updates.
+    - `tau`: the step size of each target update, in (0, 1].
+    - `check_nans`: as in [`podrace.Learner`][].
+    """
+
+    network: AbstractNetwork
+    loss: AbstractLoss
+    optimizer: optax.GradientTransformation
+    epsilon: optax.Schedule | Float[Array, ""]
+    buffer_size: int = eqx.field(static=True)
+    batch_size: int = eqx.field(static=True)
+    sequence_length: int = eqx.field(static=True)
+    min_replay_size: int = eqx.field(static=True)
+    gradient_steps: int = eqx.field(static=True)
+    target_update_period: int = eqx.field(static=True)
+    tau: Float[Array, ""]
+    check_nans: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        network: AbstractNetwork,
+        loss: AbstractLoss,
+        optimizer: optax.GradientTransformation,
+        *,
+        epsilon: optax.Schedule | ArrayLike,
+        buffer_size: int,
+        batch_size: int,
+        sequence_length: int = 2,
+        min_replay_size: int = 1_000,
+        gradient_steps: int = 1,
+        target_update_period: int = 500,
+        tau: ArrayLike = 1.0,
+        check_nans: bool = False,
+    ):
+        self.network = network
+        self.loss = loss
+        self.optimizer = optimizer
+        self.epsilon = epsilon if callable(epsilon) else jnp.asarray(epsilon, jnp.float32)
+        self.buffer_size = buffer_size
+        self.batch_size = batch_size
+        self.sequence_length = sequence_length
+        self.min_replay_size = min_replay_size
+        self.gradient_steps = gradient_steps
+        self.target_update_period = target_update_period
+        self.tau = jnp.asarray(tau, jnp.float32)
+        self.check_nans = check_nans
+
+    def __check_init__(self):
+        for name in ("buffer_size", "batch_size", "min_replay_size", "gradient_steps", "target_update_period"):
+            check_positive_int("DQNLearner", name, getattr(self, name))
+        if not isinstance(self.sequence_length, int) or self.sequence_length < 2:
+            raise ValueError(f"DQNLearner: sequence_length must be an integer >= 2, got {self.sequence_length!r}.")
+        check_in_unit_interval("DQNLearner", "tau", self.tau)
+        if not callable(self.epsilon):
+            check_in_unit_interval("DQNLearner", "epsilon", self.epsilon)
+        if jax.tree.leaves(self.network.initial_carry()):
+            raise ValueError("DQNLearner replays feed-forward networks only; this network has a recurrent carry.")
+        _flashbax()
+
+    @property
+    def policy(self) -> EpsilonGreedy:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """Epsilon-greedy with the epsilon of the schedule's start."""
+        return EpsilonGreedy(self._epsilon_at(jnp.asarray(0, jnp.int32)))
+
+    def _epsilon_at(self, num_transitions: Int[Array, ""]) -> Float[Array, ""]:
+        return jnp.asarray(self.epsilon(num_transitions) if callable(self.epsilon) else self.epsilon, jnp.float32)
+
+    def init(self, key: PRNGKeyArray, timestep: TimeStep) -> DQNState:
+        """The initial state, with an empty replay buffer sized for the environments of `timestep`.
+
+        **Arguments:**
+
+        - `key`: the randomness of replay sampling.
+        - `timestep`: the first time steps of all environments (leading axis `B`).
+        """
+        num_envs = timestep.reward.shape[0]
+        capacity = self.buffer_size // num_envs
+        if capacity < self.sequence_length:
+            raise ValueError(
+                f"DQNLearner: buffer_size={self.buffer_size} over {num_envs} environments leaves "
+                f"{capacity} steps per environment, fewer than sequence_length={self.sequence_length}."
+            )
+        step_shape = jax.eval_shape(
+            lambda: self.behaviour_with(self.network, jnp.zeros(()))(
+                jax.tree.map(lambda x: x[0], timestep.observation), (), jax.random.key(0)
+            )[0]
+        )
+        example = (
+            jax.tree.map(lambda x: x[0], timestep),
+            jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), step_shape),
+        )
+        params = eqx.filter(self.network, eqx.is_inexact_array)
+        zero = jnp.asarray(0, jnp.int32)
+        replay = _flashbax().init(example, add_batch_size=num_envs, max_length_time_axis=capacity)
+        return DQNState(params, params, self.optimizer.init(params), replay, zero, zero, zero, key)
+
+    def behaviour_with(self, network: AbstractNetwork, epsilon: Float[Array, ""]) -> Behaviour:
+        """Epsilon-greedy acting with `network`."""
+        return Behaviour(network, EpsilonGreedy(epsilon))
+
+    def behaviour(self, state: DQNState) -> Behaviour:
+        return self.behaviour_with(self.network_with(state.params), self._epsilon_at(state.num_transitions))
+
+    def device_local(self, state: DQNState) -> PyTree[bool]:
+        replicated = jax.tree.map(lambda _: False, state)
+        return eqx.tree_at(lambda s: s.replay.experience, replicated, replace=True)
+
+    def update(
+        self, state: DQNState, trajectory: Trajectory, *, axis_name: str | None = None
+    ) -> tuple[DQNState, UpdateMetrics]:
+        buffer = _flashbax()
+        num_steps, num_envs = trajectory.timestep.reward.shape
+        num_steps -= 1
+        num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
+        # Row per environment: time step t and the action taken there (the last time
+        # step's action comes with the next rollout, whose first time step it is).
+        steps = jax.tree.map(
+            lambda x: jnp.swapaxes(x, 0, 1),
+            (jax.tree.map(lambda x: x[:-1], trajectory.timestep), trajectory.policy_step),
+        )
+        replay = buffer.add(state.replay, steps)
+        num_transitions = state.num_transitions + num_steps * num_envs * num_devices
+        state = eqx.tree_at(lambda s: (s.replay, s.num_transitions), state, (replay, num_transitions))
+
+        def learn(state: DQNState) -> tuple[DQNState, UpdateMetrics]:
+            def step(state: DQNState, key: PRNGKeyArray):
+                with jax.numpy_rank_promotion("allow"):  # flashbax broadcasts implicitly
+                    sample = buffer.sample(state.replay, key, self.batch_size, self.sequence_length, 1).experience
+                timestep, policy_step = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), sample)
+                sequences = Trajectory(timestep, jax.tree.map(lambda x: x[:-1], policy_step), ())
+                target_network = self.network_with(state.target_params)
+                params, opt_state, metrics = gradient_step(
+                    self,
+                    state.params,
+                    state.opt_state,
+                    lambda params: self.loss(self.network_with(params), sequences, target_network),
+                    axis_name=axis_name,
+                    check_nans=self.check_nans,
+                )
+                num_gradient_steps = state.num_gradient_steps + 1
+                target_params = jax.lax.cond(
+                    num_gradient_steps % self.target_update_period == 0,
+                    lambda: optax.incremental_update(params, state.target_params, self.tau),
+                    lambda: state.target_params,
+                )
+                return eqx.tree_at(
+                    lambda s: (s.params, s.target_params, s.opt_state, s.num_gradient_steps),
+                    state,
+                    (params, target_params, opt_state, num_gradient_steps),
+                ), metrics
+
+            key, *step_keys = jax.random.split(state.key, self.gradient_steps + 1)
+            state, metrics = jax.lax.scan(step, state, jnp.stack(step_keys))
+            state = eqx.tree_at(lambda s: s.key, state, key)
+            return state, jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+
+        def wait(state: DQNState) -> tuple[DQNState, UpdateMetrics]:
+            metrics = jax.eval_shape(learn, state)[1]
+            return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
+
+        ready = buffer.can_sample(state.replay, self.sequence_length) & (num_transitions >= self.min_replay_size)
+        state, metrics = jax.lax.cond(ready, learn, wait, state)
+        return eqx.tree_at(lambda s: s.num_updates, state, state.num_updates + 1), metrics

@@ -1,0 +1,167 @@
+"""PPO: the loss against a float64 loop, epochs and minibatches in the learner, errors."""
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import podrace as pr
+from podrace.learners.learner import _shuffled_minibatches
+
+from . import helpers
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _reference_ppo(loss: pr.losses.PPOLoss, network, trajectory: pr.Trajectory) -> dict[str, float]:
+    """The PPO terms for a batch `[T + 1, B]`, by explicit loops in float64."""
+    timestep, policy_step = trajectory.timestep, trajectory.policy_step
+    outputs = jax.vmap(jax.vmap(lambda o: network(o, ())[0]))(timestep.observation)
+    log_probs = _log_softmax(np.asarray(outputs.logits, np.float64))
+    values = np.asarray(outputs.value, np.float64)
+    reward, discount = np.asarray(timestep.reward, np.float64), np.asarray(timestep.discount, np.float64)
+    is_first, is_last = np.asarray(timestep.is_first), np.asarray(timestep.is_last)
+    actions, log_mu = np.asarray(policy_step.action), np.asarray(policy_step.log_prob, np.float64)
+    gamma, lam, eps = float(loss.discount), float(loss.lambda_), float(loss.clip_epsilon)
+    num_steps, batch = actions.shape
+    advantages = np.zeros((num_steps, batch))
+    for b in range(batch):
+        later = 0.0
+        for t in reversed(range(num_steps)):
+            delta = reward[t + 1, b] + gamma * discount[t + 1, b] * values[t + 1, b] - values[t, b]
+            later = delta + gamma * discount[t + 1, b] * lam * (not is_last[t + 1, b]) * later
+            advantages[t, b] = later
+    mask = ~is_first[1:]
+    returns = advantages + values[:-1]
+    normalised = (advantages - advantages[mask].mean()) / (advantages[mask].std() + 1e-8)
+    log_pi = np.take_along_axis(log_probs[:-1], actions[..., None], axis=-1)[..., 0]
+    ratio = np.exp(log_pi - log_mu)
+    surrogate = np.minimum(ratio * normalised, np.clip(ratio, 1 - eps, 1 + eps) * normalised)
+    entropy = -(np.exp(log_probs[:-1]) * log_probs[:-1]).sum(axis=-1)
+    terms = {
+        "policy_loss": -(mask * surrogate).mean(),
+        "value_loss": 0.5 * (mask * (returns - values[:-1]) ** 2).mean(),
+        "entropy": (mask * entropy).mean(),
+    }
+    terms["loss"] = (
+        terms["policy_loss"]
+        + float(loss.value_coefficient) * terms["value_loss"]
+        - float(loss.entropy_coefficient) * terms["entropy"]
+    )
+    return terms
+
+
+def _behaviour_log_probs(trajectory: pr.Trajectory, seed: int) -> pr.Trajectory:
+    """The trajectory with behaviour log-probabilities near (not at) the learnt policy's."""
+    log_prob = np.random.default_rng(seed).uniform(-2.0, -0.2, trajectory.policy_step.action.shape)
+    return eqx.tree_at(lambda t: t.policy_step.log_prob, trajectory, jnp.asarray(log_prob, jnp.float32))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ppo_loss_matches_a_float64_loop(seed):
+    loss = pr.losses.PPOLoss(discount=0.9, lambda_=0.8, clip_epsilon=0.2, entropy_coefficient=0.05)
+    network = helpers.logit_network(jax.random.key(seed), with_value=True)
+    trajectory = _behaviour_log_probs(helpers.random_trajectory(seed, 10, 4), seed)
+    value, terms = loss(network, trajectory)
+    expected = _reference_ppo(loss, network, trajectory)
+    np.testing.assert_allclose(value, expected["loss"], rtol=2e-5, atol=1e-6)
+    for name in ("policy_loss", "value_loss", "entropy"):
+        np.testing.assert_allclose(terms[name], expected[name], rtol=2e-5, atol=1e-6, err_msg=name)
+
+
+def test_ppo_gradient_is_zero_for_ratios_clipped_on_the_side_of_the_advantage():
+    # With a clip radius near 0 and behaviour log-probabilities far below the learnt
+    # ones, every ratio exceeds 1 + epsilon: positive advantages give no policy gradient.
+    loss = pr.losses.PPOLoss(
+        discount=0.9, clip_epsilon=1e-6, value_coefficient=0.0, entropy_coefficient=0.0, normalize_advantages=False
+    )
+    network = helpers.logit_network(jax.random.key(0), with_value=True)
+    trajectory = helpers.random_trajectory(0, 6, 3)
+    # Rewards of 10 and small values: every advantage is positive.
+    trajectory = eqx.tree_at(
+        lambda t: (t.policy_step.log_prob, t.timestep.reward),
+        trajectory,
+        (jnp.full_like(trajectory.policy_step.log_prob, -30.0), jnp.full_like(trajectory.timestep.reward, 10.0)),
+    )
+    grads = jax.grad(lambda net: loss(net, trajectory)[0])(network)
+    helpers.assert_trees_close(grads, jax.tree.map(jnp.zeros_like, grads), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(discount=0.9, lambda_=1.2), r"lambda_ must lie in \[0, 1\]"),
+        (dict(discount=0.9, clip_epsilon=0.0), r"clip_epsilon must be positive"),
+        (dict(discount=0.9, value_coefficient=-1.0), r"value_coefficient must be non-negative"),
+    ],
+)
+def test_ppo_loss_rejects_bad_hyperparameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        pr.losses.PPOLoss(**kwargs)
+
+
+def test_ppo_loss_needs_a_value_head():
+    loss = pr.losses.PPOLoss(discount=0.9)
+    with pytest.raises(ValueError, match=r"PPOLoss needs state values.*with_value=True"):
+        loss(helpers.logit_network(jax.random.key(0)), helpers.random_trajectory(0, 4, 2))
+
+
+# --------------------------------------------------------------------------------------
+# Epochs and minibatches.
+# --------------------------------------------------------------------------------------
+
+
+def test_minibatches_partition_the_environments():
+    trajectory = helpers.random_trajectory(0, 4, 6)
+    minibatches = _shuffled_minibatches(trajectory, 3, jax.random.key(0))
+    assert minibatches.timestep.reward.shape == (3, 5, 2)
+    assert minibatches.policy_step.action.shape == (3, 4, 2)
+    # Each environment's trajectory appears once, whole.
+    columns = np.asarray(trajectory.timestep.observation).reshape(5, 6, -1).transpose(1, 0, 2).reshape(6, -1)
+    picked = np.asarray(minibatches.timestep.observation).reshape(3, 5, 2, -1).transpose(0, 2, 1, 3).reshape(6, -1)
+    assert sorted(map(tuple, picked)) == sorted(map(tuple, columns))
+
+
+def test_epochs_and_minibatches_take_one_gradient_step_each():
+    optimizer = optax.sgd(0.1)
+    network = helpers.logit_network(jax.random.key(0), with_value=True)
+    loss = pr.losses.PPOLoss(discount=0.9)
+    learner = pr.Learner(network, pr.policies.Categorical(), loss, optimizer, num_epochs=2, num_minibatches=3)
+    trajectory = helpers.random_trajectory(0, 4, 6)
+    state = learner.init(jax.random.key(1))
+    new_state, metrics = jax.jit(lambda s, t: learner.update(s, t))(state, trajectory)
+
+    # The same steps by hand: the learner's key split, one permutation per epoch.
+    _, shuffle_key = jax.random.split(state.key)
+    params, opt_state, losses = state.params, optimizer.init(state.params), []
+    for epoch_key in jax.random.split(shuffle_key, 2):
+        minibatches = _shuffled_minibatches(trajectory, 3, epoch_key)
+        for m in range(3):
+            minibatch = jax.tree.map(lambda x, m=m: x[m], minibatches)
+            objective = functools.partial(lambda p, batch: loss(learner.network_with(p), batch), batch=minibatch)
+            (value, _), grads = jax.value_and_grad(objective, has_aux=True)(params)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            params, losses = optax.apply_updates(params, updates), [*losses, value]
+    helpers.assert_trees_close(new_state.params, params, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(metrics.loss, np.mean(losses), rtol=1e-5)
+    assert int(new_state.num_updates) == 1
+    helpers.assert_trees_differ(jax.random.key_data(new_state.key), jax.random.key_data(state.key))
+
+
+def test_minibatches_must_divide_the_environments():
+    learner = helpers.make_learner(jax.random.key(0), num_minibatches=4)
+    with pytest.raises(ValueError, match=r"num_minibatches=4 must divide the number of environments per device \(6\)"):
+        learner.update(learner.init(jax.random.key(0)), helpers.random_trajectory(0, 4, 6))
+
+
+@pytest.mark.parametrize("option", ["num_epochs", "num_minibatches"])
+def test_learner_rejects_non_positive_epochs_and_minibatches(option):
+    with pytest.raises(ValueError, match=rf"{option} must be a positive integer"):
+        helpers.make_learner(jax.random.key(0), **{option: 0})
