@@ -38,7 +38,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """pyright over the package, examples and benchmarks."""
-    session.install("-e", ".[plot,bench]", "pyright>=1.1.380")
+    session.install("-e", ".[plot,bench,es]", "pyright>=1.1.380")
     session.run("pyright")
 
 
@@ -52,6 +52,6 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def gallery(session: nox.Session) -> None:
     """Runs every example in examples/ at a small budget."""
-    session.install("-e", ".[plot,gymnasium]")
+    session.install("-e", ".[plot,gymnasium,es]")
     for script in sorted((ROOT / "examples").glob("*.py")):
         session.run("python", str(script), "--num-updates", "200", env={"MPLBACKEND": "Agg"})

@@ -29,6 +29,7 @@ from .anakin import (
 )
 from .evaluation import EvaluationResult as EvaluationResult, evaluate as evaluate
 from .learners import Learner as Learner, LearnerState as LearnerState, UpdateMetrics as UpdateMetrics
+from .population import Population as Population, evaluate_population as evaluate_population
 
 
 __version__ = "0.1.0"

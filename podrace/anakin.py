@@ -78,10 +78,14 @@ class TrainMetrics(eqx.Module):
     episodes_completed: Int[Array, "*updates"]
 
     @property
-    def mean_episode_return(self) -> Float[Array, ""]:
-        """The mean return of all episodes completed in these updates (NaN if none)."""
-        count = jnp.sum(self.episodes_completed)
-        return jnp.where(count > 0, jnp.sum(self.episode_return_sum) / jnp.maximum(count, 1), jnp.nan)
+    def mean_episode_return(self) -> Float[Array, "*population"]:
+        """The mean return of all episodes completed in these updates (NaN if none).
+
+        Over the last axis (the updates): one value for a run, one per member for the
+        stacked metrics of a [`podrace.Population`][].
+        """
+        count = jnp.sum(self.episodes_completed, axis=-1)
+        return jnp.where(count > 0, jnp.sum(self.episode_return_sum, axis=-1) / jnp.maximum(count, 1), jnp.nan)
 
 
 @final
@@ -236,14 +240,7 @@ class Anakin(eqx.Module):
         The initial state, laid out over the mesh.
         """
 
-        def reset(key: PRNGKeyArray) -> EnvBatch:
-            key, reset_key = jax.random.split(key)
-            env_state, timestep = self.env.reset(reset_key)
-            return EnvBatch(env_state, timestep, self.learner.network.initial_carry(), key, jnp.zeros((), jnp.float32))
-
-        learner_key, envs_key = jax.random.split(key)
-        envs = jax.vmap(reset)(jax.random.split(envs_key, self.num_devices * self.num_envs))
-        state = AnakinState(self.learner.init(learner_key, envs.timestep), envs)
+        state = self._initial_state(key, self.num_devices * self.num_envs)
         if self.num_devices == 1:
             return state
         (axis,) = self.mesh.axis_names
@@ -252,6 +249,19 @@ class Anakin(eqx.Module):
             jax.device_put(state.learner, shardings),
             jax.device_put(state.envs, NamedSharding(self.mesh, PartitionSpec(axis))),
         )
+
+    @eqx.filter_jit
+    def _initial_state(self, key: PRNGKeyArray, num_envs: int) -> AnakinState:
+        """The initial state of `num_envs` environments and the learner, in one compiled call."""
+
+        def reset(key: PRNGKeyArray) -> EnvBatch:
+            key, reset_key = jax.random.split(key)
+            env_state, timestep = self.env.reset(reset_key)
+            return EnvBatch(env_state, timestep, self.learner.network.initial_carry(), key, jnp.zeros((), jnp.float32))
+
+        learner_key, envs_key = jax.random.split(key)
+        envs = jax.vmap(reset)(jax.random.split(envs_key, num_envs))
+        return AnakinState(self.learner.init(learner_key, envs.timestep), envs)
 
     def _learner_specs(self, learner_state: PyTree[Array]) -> PyTree[PartitionSpec]:
         """Replicated, but for the learner's per-device parts (split along axis 0)."""

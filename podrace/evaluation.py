@@ -25,14 +25,14 @@ class EvaluationResult(eqx.Module):
         an episode that did not reports its return and length so far.
     """
 
-    returns: Float[Array, " episodes"]
-    lengths: Int[Array, " episodes"]
-    completed: Bool[Array, " episodes"]
+    returns: Float[Array, "*population episodes"]
+    lengths: Int[Array, "*population episodes"]
+    completed: Bool[Array, "*population episodes"]
 
     @property
-    def mean_return(self) -> Float[Array, ""]:
-        """The mean return over the episodes."""
-        return jnp.mean(self.returns)
+    def mean_return(self) -> Float[Array, "*population"]:
+        """The mean return over the episodes (of each member, for [`podrace.evaluate_population`][])."""
+        return jnp.mean(self.returns, axis=-1)
 
 
 def evaluate(

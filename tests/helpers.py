@@ -523,15 +523,15 @@ MULTIDEVICE_NUM_ENVS = 3  # per device on two devices; the one-device run has tw
 
 @final
 class MultideviceRuns:
-    """The worker subprocesses: two devices (Anakin, filter_pmap) and one device (Anakin,
-    the pmapped runs done separately)."""
+    """The worker subprocesses: two devices (Anakin, filter_pmap, DQN, a population) and
+    one device (Anakin, the pmapped runs done separately, the same population)."""
 
     def __init__(self, out: pathlib.Path):
         self.two_devices = out / "two-devices"
         self.one_device = out / "one-device"
         self._processes = {
-            self.two_devices: self._start(self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap", "--dqn"),
-            self.one_device: self._start(self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate"),
+            self.two_devices: self._start(self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap", "--dqn", "--population"),
+            self.one_device: self._start(self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate", "--population"),
         }
 
     @staticmethod

@@ -14,6 +14,9 @@ the arrays it saves:
 - `separate.npz` (with `--separate`): the same two runs done one after the other.
 - `dqn.npz` (with `--dqn`): a DQN learner over all devices: the per-device rows of
   its replay buffer, its counters and losses.
+- `population.npz` (with `--population`): a `Population` of four members (learning
+  rates and seeds) split over all devices: the per-device shard sizes of its state,
+  its learner states and metrics.
 """
 
 import argparse
@@ -133,6 +136,30 @@ def run_dqn(out: pathlib.Path, num_envs: int) -> None:
     )
 
 
+def _population_member(hyperparameters) -> pr.Anakin:
+    learning_rate, key = hyperparameters
+    pipeline = build(2)
+    torso_key, head_key = jax.random.split(key)
+    network = pr.networks.FeedForwardNetwork(
+        pr.networks.MLPTorso(pipeline.env.observation_space.shape, (16,), key=torso_key),
+        pr.networks.QValueHead(16, 3, key=head_key),
+    )
+    learner = pr.Learner(network, pipeline.learner.policy, pipeline.learner.loss, optax.adam(learning_rate))
+    return pr.Anakin(pipeline.env, learner, num_envs=2, rollout_length=6)
+
+
+def run_population(out: pathlib.Path) -> None:
+    learning_rates = jnp.asarray([1e-3, 1e-2, 3e-2, 1e-1], jnp.float32)
+    population = pr.Population(_population_member, (learning_rates, jax.random.split(jax.random.key(3), 4)))
+    result = population.train(population.init(jax.random.key(4)), num_updates=NUM_UPDATES)
+    np.savez(
+        out / "population.npz",
+        num_devices=population.mesh.size,
+        shards=shard_shapes(result.state),
+        **{f"leaf_{k}": v for k, v in leaves((result.state.learner, result.metrics)).items()},
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=pathlib.Path)
@@ -140,6 +167,7 @@ def main() -> None:
     parser.add_argument("--pmap", action="store_true")
     parser.add_argument("--separate", action="store_true")
     parser.add_argument("--dqn", action="store_true")
+    parser.add_argument("--population", action="store_true")
     args = parser.parse_args()
     run_anakin(args.out, args.num_envs)
     if args.pmap:
@@ -148,6 +176,8 @@ def main() -> None:
         run_separate(args.out)
     if args.dqn:
         run_dqn(args.out, args.num_envs)
+    if args.population:
+        run_population(args.out)
 
 
 if __name__ == "__main__":

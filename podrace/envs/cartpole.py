@@ -4,7 +4,7 @@ from typing import final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._types import Box, Discrete, TimeStep
 from .._validation import as_float_array
@@ -106,7 +106,7 @@ def _observation(state: CartPoleState) -> Float[Array, "4"]:
     return jnp.stack([state.x, state.x_dot, state.theta, state.theta_dot])
 
 
-def cartpole_v1(**physics: float) -> TimeLimit[CartPoleState]:
+def cartpole_v1(**physics: ArrayLike) -> TimeLimit[CartPoleState]:
     """Gymnasium's `CartPole-v1`: [`podrace.envs.CartPole`][] truncated after 500 steps.
 
     **Arguments:**

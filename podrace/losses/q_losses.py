@@ -49,8 +49,7 @@ class TDLambdaQLoss(AbstractLoss):
         self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        q_values = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)[0].q_values
-        q_tm1 = jnp.take_along_axis(q_values[:-1], trajectory.policy_step.action[:, None], axis=-1)[:, 0]
+        q_values, q_tm1 = _q_values_and_taken(network, trajectory)
         errors = td_lambda(
             v_tm1=q_tm1,
             r_t=timestep.reward[1:],
@@ -112,8 +111,7 @@ class QLearningLoss(AbstractLoss):
         self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        q_values = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)[0].q_values
-        q_tm1 = jnp.take_along_axis(q_values[:-1], trajectory.policy_step.action[:, None], axis=-1)[:, 0]
+        q_values, q_tm1 = _q_values_and_taken(network, trajectory)
         v_t = greedy_values(q_values, trajectory, target_network, double=self.double)
         targets = n_step_bootstrapped_returns(
             r_t=timestep.reward[1:],
@@ -129,6 +127,16 @@ class QLearningLoss(AbstractLoss):
             per_step = optax.huber_loss(errors, delta=self.huber_delta)  # pyright: ignore[reportArgumentType]
         td_loss = jnp.mean(transition_mask(trajectory) * per_step)
         return td_loss, {"td_loss": td_loss}
+
+
+def _q_values_and_taken(
+    network: AbstractNetwork, trajectory: Trajectory
+) -> tuple[Float[Array, "time num_actions"], Float[Array, " time-1"]]:
+    """The action values of time steps `0..T` and those of the actions taken at `0..T-1`."""
+    timestep = trajectory.timestep
+    q_values = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)[0].q_values
+    q_tm1 = jnp.take_along_axis(q_values[:-1], trajectory.policy_step.action[:, None], axis=-1)[:, 0]
+    return q_values, q_tm1
 
 
 def greedy_values(

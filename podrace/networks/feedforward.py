@@ -1,3 +1,4 @@
+import math
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar, final
 
@@ -53,7 +54,7 @@ class MLPTorso(eqx.Module):
     ):
         if not hidden_sizes or any(size <= 0 for size in hidden_sizes):
             raise ValueError(f"MLPTorso needs at least one positive hidden size, got {tuple(hidden_sizes)}.")
-        sizes = [int(jnp.prod(jnp.asarray(observation_shape))), *hidden_sizes]
+        sizes = [math.prod(observation_shape), *hidden_sizes]
         keys = jax.random.split(key, len(hidden_sizes))
         self.layers = tuple(eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True))
         self.activation = activation

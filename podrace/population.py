@@ -1,0 +1,228 @@
+"""Populations: many agents (seeds, hyperparameters, environment variants) trained as one program.
+
+Every component is a pytree whose sweepable values are array leaves, so a population
+is the pipeline of one member under `vmap`: one compiled program for all members,
+whose hyperparameter values can change between calls without recompiling. With
+several devices the members are split over them with `jax.shard_map`.
+
+Reference: Hessel et al., "Podracer architectures for scalable Reinforcement
+Learning", 2021 (Anakin populations); Lange, "gymnax: A JAX-based Reinforcement
+Learning Environment Library", 2022 (population and meta-batch rollouts).
+"""
+
+from collections.abc import Callable
+from typing import Any, final
+
+import equinox as eqx
+import jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import Array, PRNGKeyArray, PyTree
+
+from ._validation import check_positive_int
+from .anakin import Anakin, AnakinState, TrainResult, _train_on_shard
+from .envs import AbstractEnv
+from .evaluation import EvaluationResult, evaluate
+from .networks import AbstractNetwork
+from .policies import AbstractPolicy
+
+
+@final
+class Population(eqx.Module):
+    """Trains a population of Anakin pipelines side by side in one compiled call.
+
+    `make_pipeline` builds the pipeline of one member from that member's slice of
+    `hyperparameters`, a pytree of arrays with a leading population axis. Whatever it
+    builds from them varies across members: seeds of the network initialisation (a
+    key array), learning rates (`optax.adam(learning_rate)` inside `make_pipeline`),
+    loss coefficients, epsilon, environment constants such as CartPole's pole
+    length. The member pipelines must have the same shapes and static settings.
+
+    The module is a pytree whose hyperparameters are array leaves: calling `train`
+    with new values of the same shapes reuses the compiled program. Each member
+    trains on one device, with `num_envs` environments; with several devices, the
+    members are split evenly over them (the population size must be a multiple of the
+    device count). A member's run equals the run of its pipeline alone, from the
+    member's key of `init`.
+
+    **Arguments:**
+
+    - `make_pipeline`: builds one member's [`podrace.Anakin`][] from its
+        hyperparameters (called inside `vmap`; its `mesh` is not used).
+    - `hyperparameters`: arrays with a leading axis of the population size, in any
+        pytree; `None` for a population of seeds alone (then give `size`).
+    - `size`: the number of members; by default the leading axis of `hyperparameters`.
+    - `mesh`: a one-axis device mesh to split the members over; by default all devices.
+
+    ```python
+    def make_pipeline(hyperparameters):
+        learning_rate, lambda_, key = hyperparameters
+        network = ...  # built from key
+        loss = pr.losses.TDLambdaQLoss(discount=0.99, lambda_=lambda_)
+        learner = pr.Learner(network, pr.policies.Greedy(), loss, optax.adam(learning_rate))
+        return pr.Anakin(pr.envs.Catch(), learner, num_envs=32, rollout_length=16)
+
+    population = pr.Population(make_pipeline, (learning_rates, lambdas, keys))
+    result = population.train(population.init(jax.random.key(0)), num_updates=500)
+    result.metrics.mean_episode_return  # one value per member
+    ```
+    """
+
+    make_pipeline: Callable[[Any], Anakin] = eqx.field(static=True)
+    hyperparameters: PyTree[Array]
+    size: int = eqx.field(static=True)
+    mesh: Mesh = eqx.field(static=True)
+
+    def __init__(
+        self,
+        make_pipeline: Callable[[Any], Anakin],
+        hyperparameters: PyTree[Array] = None,
+        *,
+        size: int | None = None,
+        mesh: Mesh | None = None,
+    ):
+        sizes = {leaf.shape[0] if leaf.ndim else None for leaf in jax.tree.leaves(hyperparameters)}
+        if None in sizes or len(sizes) > 1:
+            raise ValueError(
+                "Population: every hyperparameter array needs the same leading (population) axis, got leading "
+                f"sizes {sorted(sizes, key=str)}; stack one value per member."
+            )
+        if sizes and size is not None and size != next(iter(sizes)):
+            raise ValueError(f"Population: size={size} but the hyperparameters have {next(iter(sizes))} members.")
+        size = next(iter(sizes)) if sizes else size
+        if size is None:
+            raise ValueError("Population: give the number of members (size=...) when there are no hyperparameters.")
+        check_positive_int("Population", "size", size)
+        if mesh is None:
+            mesh = jax.make_mesh((jax.device_count(),), ("population",))
+        if len(mesh.axis_names) != 1:
+            raise ValueError(f"Population: the mesh must have one axis (the devices), got axes {mesh.axis_names}.")
+        if size % mesh.size:
+            raise ValueError(
+                f"Population: {size} members cannot be split evenly over {mesh.size} devices; use a multiple of "
+                f"{mesh.size} members or a mesh of fewer devices."
+            )
+        member = eqx.filter_eval_shape(make_pipeline, jax.tree.map(lambda x: x[0], hyperparameters))
+        if not isinstance(member, Anakin):
+            raise TypeError(f"Population: make_pipeline must return a podrace.Anakin, got {type(member).__name__}.")
+        self.make_pipeline = make_pipeline
+        self.hyperparameters = hyperparameters
+        self.size = size
+        self.mesh = mesh
+
+    def member(self, index: int) -> Anakin:
+        """The pipeline of member `index` (to evaluate it, say, or train it alone)."""
+        return self.make_pipeline(jax.tree.map(lambda x: x[index], self.hyperparameters))
+
+    def networks(self, state: AnakinState) -> AbstractNetwork:
+        """The members' networks with their trained parameters, stacked along a leading axis.
+
+        **Arguments:**
+
+        - `state`: the population's state (from `init` or `train`).
+
+        **Returns:**
+
+        One network whose parameter arrays have a leading population axis, as
+        [`podrace.evaluate_population`][] takes it.
+        """
+        return self.member(0).learner.network_with(state.learner.params)
+
+    @eqx.filter_jit
+    def init(self, key: PRNGKeyArray) -> AnakinState:
+        """Initialises every member: member `i` from `jax.random.split(key, size)[i]`.
+
+        **Arguments:**
+
+        - `key`: the population's randomness.
+
+        **Returns:**
+
+        The members' states stacked along a leading axis, split over the mesh.
+        """
+
+        def init_members(hyperparameters, keys):
+            def init_member(hyperparameters, key):
+                pipeline = self.make_pipeline(hyperparameters)
+                return pipeline._initial_state(key, pipeline.num_envs)
+
+            return jax.vmap(init_member)(hyperparameters, keys)
+
+        keys = jax.random.split(key, self.size)
+        return self._over_members(init_members, self.hyperparameters, keys)
+
+    @eqx.filter_jit
+    def train(self, state: AnakinState, *, num_updates: int) -> TrainResult:
+        """Trains every member for `num_updates` updates in one compiled call.
+
+        **Arguments:**
+
+        - `state`: from `init` or a previous call.
+        - `num_updates`: updates per member in this call (a compile-time constant).
+
+        **Returns:**
+
+        The members' results stacked along a leading axis: `metrics` has axes
+        `[size, num_updates]`.
+        """
+        check_positive_int("Population.train", "num_updates", num_updates)
+
+        def train_members(hyperparameters, state):
+            def train_member(hyperparameters, state):
+                pipeline = self.make_pipeline(hyperparameters)
+                state, metrics = _train_on_shard(
+                    pipeline.env,
+                    pipeline.learner,
+                    state,
+                    rollout_length=pipeline.rollout_length,
+                    num_updates=num_updates,
+                    axis_name=None,
+                )
+                return TrainResult(state, metrics)
+
+            return jax.vmap(train_member)(hyperparameters, state)
+
+        return self._over_members(train_members, self.hyperparameters, state)
+
+    def _over_members(self, function: Callable, *stacked: PyTree[Array]):
+        """`function` of stacked members, its members split over the mesh's devices."""
+        if self.mesh.size == 1:
+            return function(*stacked)
+        split = PartitionSpec(*self.mesh.axis_names)
+        stacked = jax.device_put(stacked, NamedSharding(self.mesh, split))
+        return jax.shard_map(function, mesh=self.mesh, in_specs=split, out_specs=split)(*stacked)
+
+
+def evaluate_population(
+    env: AbstractEnv,
+    networks: AbstractNetwork,
+    policy: AbstractPolicy,
+    *,
+    num_episodes: int,
+    key: PRNGKeyArray,
+    max_steps: int = 10_000,
+) -> EvaluationResult:
+    """Plays whole episodes with each network of a stacked population, in one compiled call.
+
+    Every member plays `num_episodes` episodes with the same randomness (common random
+    numbers), so that differences in return come from the parameters. This is the
+    population rollout that evolution strategies need: stack candidate parameters
+    (e.g. `evosax`'s `ask`) into a network with `eqx.combine`, evaluate, and return
+    the mean returns as fitness.
+
+    **Arguments:**
+
+    - `env`: a bare (not auto-resetting) JAX environment.
+    - `networks`: one network whose parameter arrays have a leading population axis
+        (e.g. [`podrace.Population.networks`][]).
+    - `policy`: the policy over the networks' outputs.
+    - `num_episodes`: episodes per member.
+    - `key`: the randomness of the episodes, shared by all members.
+    - `max_steps`: the step budget per episode.
+
+    **Returns:**
+
+    An [`podrace.EvaluationResult`][] whose arrays have axes `[population, num_episodes]`.
+    """
+    return eqx.filter_vmap(
+        lambda network: evaluate(env, network, policy, num_episodes=num_episodes, key=key, max_steps=max_steps)
+    )(networks)
