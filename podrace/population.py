@@ -16,7 +16,7 @@ from typing import Any, final
 import equinox as eqx
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jaxtyping import Array, PRNGKeyArray, PyTree
+from jaxtyping import Array, ArrayLike, PRNGKeyArray, PyTree
 
 from ._validation import check_positive_int
 from .anakin import Anakin, AnakinState, TrainResult, _train_on_shard
@@ -75,16 +75,17 @@ class Population(eqx.Module):
     def __init__(
         self,
         make_pipeline: Callable[[Any], Anakin],
-        hyperparameters: PyTree[Array] = None,
+        hyperparameters: PyTree[ArrayLike] = None,
         *,
         size: int | None = None,
         mesh: Mesh | None = None,
     ):
-        sizes = {leaf.shape[0] if leaf.ndim else None for leaf in jax.tree.leaves(hyperparameters)}
+        shapes = [getattr(leaf, "shape", ()) for leaf in jax.tree.leaves(hyperparameters)]
+        sizes = {shape[0] if shape else None for shape in shapes}
         if None in sizes or len(sizes) > 1:
             raise ValueError(
-                "Population: every hyperparameter array needs the same leading (population) axis, got leading "
-                f"sizes {sorted(sizes, key=str)}; stack one value per member."
+                "Population: every hyperparameter must be an array with the same leading (population) axis, one "
+                f"value per member (e.g. jnp.asarray([1e-3, 1e-4])); got shapes {shapes}."
             )
         if sizes and size is not None and size != next(iter(sizes)):
             raise ValueError(f"Population: size={size} but the hyperparameters have {next(iter(sizes))} members.")

@@ -141,6 +141,7 @@ def test_population_spread_over_two_devices_equals_one_device(multidevice_runs):
     [
         ((jnp.zeros(3), jnp.zeros(4)), None, "same leading"),
         (jnp.asarray(1.0), None, "same leading"),
+        ([1e-3, 1e-4], None, "same leading"),
         (jnp.zeros(3), 4, "size=4"),
         (None, None, "size="),
         (None, 0, "positive integer"),
