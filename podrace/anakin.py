@@ -239,7 +239,6 @@ class Anakin(eqx.Module):
 
         The initial state, laid out over the mesh.
         """
-
         state = self._initial_state(key, self.num_devices * self.num_envs)
         if self.num_devices == 1:
             return state
