@@ -21,6 +21,7 @@ per second over the others'.
 """
 
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -241,13 +242,23 @@ def hw_env_step(state: CatchState, last: Step, action: jax.Array, key: jax.Array
     return jax.tree.map(lambda r, s: jnp.where(last.is_last, r, s), hw_reset(key), stepped)
 
 
+@functools.partial(jax.jit, static_argnums=1)
 def hw_init_envs(key: jax.Array, num_envs: int) -> Envs:
+    """`num_envs` reset environments, their keys derived from `key` as `podrace.Anakin.init` does.
+
+    The recipe (podrace's `Anakin._initial_state`): `learner_key, envs_key = split(key)`; one
+    key per environment from `split(envs_key, num_envs)`; each split into its next key and
+    its reset key, under `vmap`. Compiled, like podrace's, so that both sides draw under the
+    same transformations.
+    """
+
     def one(key):
         key, reset_key = jax.random.split(key)
         state, step = hw_reset(reset_key)
         return Envs(state, step, key)
 
-    return jax.vmap(one)(jax.random.split(key, num_envs))
+    _, envs_key = jax.random.split(key)  # the first half is the learner's key
+    return jax.vmap(one)(jax.random.split(envs_key, num_envs))
 
 
 def hw_init_params(key: jax.Array) -> dict[str, jax.Array]:
@@ -377,14 +388,18 @@ def check(batch: int, rollout: int, num_updates: int, seed: int) -> float:
         state = pipeline.init(run_key)
         start = params_as_dict(pipeline, state.learner.params)
         envs = hw_init_envs(run_key, pipeline.num_devices * batch)
-        # Same keys in, same environments out: podrace's init is reproduced exactly.
+        # Same key in, same environments out: podrace's init is reproduced exactly. The keys
+        # are compared first: if they differ, the two no longer derive them by the same
+        # recipe (see `hw_init_envs`); if only the draws differ, `Catch.reset` has changed.
         reset = state.envs.env_state.env_state  # pyright: ignore[reportAttributeAccessIssue]
         for name, ours, theirs in (
-            ("ball column", envs.state.ball_column, reset.ball_column),
-            ("observation", envs.step.observation, state.envs.timestep.observation),
-            ("key", jax.random.key_data(envs.key), jax.random.key_data(state.envs.key)),
+            ("environment keys", jax.random.key_data(envs.key), jax.random.key_data(state.envs.key)),
+            ("ball columns", envs.state.ball_column, reset.ball_column),
+            ("observations", envs.step.observation, state.envs.timestep.observation),
         ):
-            assert np.array_equal(np.asarray(ours), np.asarray(theirs)), f"initial {name} differs"
+            assert np.array_equal(np.asarray(ours), np.asarray(theirs)), (
+                f"initial {name} differ between podrace's Anakin.init and hw_init_envs"
+            )
 
         result = pipeline.train(state, num_updates=num_updates)
         train = make_handwritten_train(rollout, num_updates)

@@ -30,7 +30,7 @@ import numpy as np
 import optax
 
 import podrace as pr
-from podrace.host import GymnasiumCollector
+from podrace.executors.host import GymnasiumCollector
 
 
 BATCH_SIZES = (1, 128, 4096)
@@ -125,7 +125,7 @@ def host_learner() -> pr.Learner:
 def host_envs(num_envs: int, rollout: int, repeats: int, mode: str | None) -> float:
     """Steps per second of the collector over the bare loop (median of interleaved rounds)."""
     learner = host_learner()
-    behaviour = learner.behaviour(learner.init(jax.random.key(0)))
+    behaviour = learner.agent(learner.init(jax.random.key(0)))
     collector_envs = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
     collector = GymnasiumCollector(collector_envs, learner, rollout_length=rollout, key=jax.random.key(0), seed=0)
     bare = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)

@@ -37,8 +37,8 @@ learner = pr.Learner(
     optimizer=optax.adam(1e-3),
 )
 
-collector = pr.host.GymnasiumCollector(envs, learner, rollout_length=32, key=collect_key, seed=args.seed)
-result = pr.host.train_on_host(learner, collector, num_updates=args.num_updates, key=learner_key)
+collector = pr.executors.host.GymnasiumCollector(envs, learner, rollout_length=32, key=collect_key, seed=args.seed)
+result = pr.executors.host.train_on_host(learner, collector, num_updates=args.num_updates, key=learner_key)
 
 returns = np.asarray(result.metrics.episode_return_sum)
 counts = np.asarray(result.metrics.episodes_completed)

@@ -1,9 +1,9 @@
 """podrace: reinforcement learning on JAX, composed from typed Equinox modules."""
 
 from . import (
-    anakin as anakin,
     envs as envs,
-    host as host,
+    executors as executors,
+    learners as learners,
     losses as losses,
     networks as networks,
     policies as policies,
@@ -21,15 +21,17 @@ from ._types import (
     TimeStep as TimeStep,
     Trajectory as Trajectory,
 )
-from .anakin import (
-    Anakin as Anakin,
-    AnakinState as AnakinState,
+from .agent import Agent as Agent
+from .executors.anakin import Anakin as Anakin, AnakinState as AnakinState, TrainResult as TrainResult
+from .executors.evaluation import evaluate as evaluate
+from .executors.population import Population as Population, evaluate_population as evaluate_population
+from .learners import Learner as Learner, LearnerState as LearnerState
+from .results import (
+    EvaluationResult as EvaluationResult,
+    LossTerms as LossTerms,
     TrainMetrics as TrainMetrics,
-    TrainResult as TrainResult,
+    UpdateMetrics as UpdateMetrics,
 )
-from .evaluation import EvaluationResult as EvaluationResult, evaluate as evaluate
-from .learners import Learner as Learner, LearnerState as LearnerState, UpdateMetrics as UpdateMetrics
-from .population import Population as Population, evaluate_population as evaluate_population
 
 
 __version__ = "0.1.0"

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
-from ._types import AbstractSpace, Box, Discrete, GaussianParams
+from ._types import AbstractPolicyOutput, AbstractSpace, Box, Discrete, GaussianParams, PolicyLogits, QValues
 
 
 def as_float_array(value: ArrayLike) -> Float[Array, "..."]:
@@ -48,10 +48,50 @@ def check_positive_int(owner: str, name: str, value: object) -> None:
         raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}.")
 
 
+# For a policy that cannot read a network's outputs: one that can, by the kind of output.
+_POLICY_HINTS = (
+    (QValues, "podrace.policies.Greedy acts deterministically on action values"),
+    (AbstractPolicyOutput, "podrace.policies.Mode acts deterministically with a policy head"),
+)
+
+
+def check_reads(network, part, *, role: str) -> None:
+    """Raises `ValueError`, naming both parts and the fix, unless `part` reads what `network` emits.
+
+    `part` reads the network's outputs when they are instances of its `input_type`
+    (`issubclass(network.output_type, part.input_type)`).
+
+    **Arguments:**
+
+    - `network`: a [`podrace.networks.AbstractNetwork`][].
+    - `part`: what reads its outputs: a [`podrace.policies.AbstractPolicy`][] or a
+        [`podrace.losses.AbstractLoss`][].
+    - `role`: how to name the part in messages (`"policy"` or `"loss"`); for a policy,
+        the message also names a policy that fits the network.
+    """
+    output_type, input_type = network.output_type, part.input_type
+    if issubclass(output_type, input_type):
+        return
+    message = (
+        f"The {role} {type(part).__name__} reads {input_type.__name__} but the network emits "
+        f"{output_type.__name__}; give the network a head that emits {input_type.__name__} or pick a "
+        f"{role} for {output_type.__name__}"
+    )
+    if role == "policy":
+        hint = next((hint for kind, hint in _POLICY_HINTS if issubclass(output_type, kind)), None)
+        if hint is not None:
+            message += f" ({hint})"
+    raise ValueError(f"{message}.")
+
+
 def check_agent_fits(
     network, policy, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, env_name: str
 ) -> None:
     """Raises `ValueError`, naming both parts and the fix, when a network and policy cannot act in an env.
+
+    The policy must read the network's outputs (see `check_reads`) and suit the action
+    space, the network's head must have one output per action (or per dimension of a
+    continuous action) and the network must accept the observations.
 
     **Arguments:**
 
@@ -75,6 +115,11 @@ def check_agent_fits(
                 f"The network's head has {network.num_actions} outputs but {env_name} has "
                 f"{action_space.num_values} actions; build the head with num_actions={action_space.num_values}."
             )
+    if isinstance(action_space, Box) and issubclass(network.output_type, (QValues, PolicyLogits)):
+        raise ValueError(
+            f"The network's head emits {network.output_type.__name__} (discrete actions) but {env_name} has "
+            f"continuous actions of shape {action_space.shape}; build the network with a GaussianHead."
+        )
     if isinstance(action_space, Box) and continuous:
         if len(action_space.shape) != 1:
             raise ValueError(
@@ -86,6 +131,7 @@ def check_agent_fits(
                 f"The network's head has action size {network.num_actions} but {env_name}'s actions have shape "
                 f"{action_space.shape}; build the head with action_size={action_space.shape[0]}."
             )
+    check_reads(network, policy, role="policy")
     try:
         jax.eval_shape(network, observation, network.initial_carry())
     except Exception as error:
@@ -93,3 +139,26 @@ def check_agent_fits(
             f"The network cannot take {env_name}'s observations (shape "
             f"{jax.tree.map(lambda x: x.shape, observation)}): {error}. Build its torso for that shape."
         ) from error
+
+
+def check_learner_fits(
+    learner, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
+) -> None:
+    """Raises `ValueError`, naming the parts and the fix, when a learner cannot learn in an env.
+
+    Its network and policy must act in the env (as `check_agent_fits` checks), its loss
+    must find what it needs in the network's outputs (a value head, say) and it must
+    accept `num_envs` environments per device (minibatches that divide them).
+
+    **Arguments:**
+
+    - `learner`: a [`podrace.learners.AbstractLearner`][].
+    - `action_space`: the environment's action space.
+    - `observation`: the shape and dtype of one observation.
+    - `num_envs`: the environments per device it will learn from.
+    - `env_name`: how to name the environment in messages.
+    """
+    check_agent_fits(learner.network, learner.policy, action_space, observation, env_name=env_name)
+    output = jax.eval_shape(learner.network, observation, learner.network.initial_carry())[0]
+    learner.loss.check_output(output)
+    learner.check_num_envs(num_envs)

@@ -6,14 +6,15 @@ steps, Adam at 1e-4, lambda 0.99.
 """
 
 import argparse
+import math
 import pathlib
 import sys
 
 import jax
 import optax
 
-from .anakin import Anakin
 from .envs import Catch
+from .executors.anakin import Anakin
 from .learners import Learner
 from .losses import TDLambdaQLoss
 from .networks import FeedForwardNetwork, MLPTorso, QValueHead
@@ -25,6 +26,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
     return value
 
 
@@ -67,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     catch.add_argument("--updates-per-call", type=_positive_int, default=100, help="updates compiled into one call")
     catch.add_argument("--num-envs", type=_positive_int, default=128, help="environments per device")
     catch.add_argument("--rollout-length", type=_positive_int, default=16, help="environment steps per update")
-    catch.add_argument("--learning-rate", type=float, default=1e-4, help="Adam step size")
+    catch.add_argument("--learning-rate", type=_positive_float, default=1e-4, help="Adam step size")
     catch.add_argument("--discount", type=float, default=1.0, help="agent discount in [0, 1]")
     catch.add_argument(
         "--lambda", dest="lambda_", type=float, default=0.99, help="TD(lambda) trace coefficient in [0, 1]"

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from .anakin import Anakin, AnakinState
+from .executors.anakin import Anakin, AnakinState
 
 
 @final

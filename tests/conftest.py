@@ -1,8 +1,9 @@
 """Strict JAX configuration for the test session.
 
-Warnings are errors (pyproject `filterwarnings`) and arrays of different ranks never
-broadcast implicitly. Shapes and dtypes in podrace's signatures are checked by the
-jaxtyping import hook (pyproject `addopts`), installed before this file is imported.
+Warnings are errors (pyproject `filterwarnings`), arrays of different ranks never
+broadcast implicitly and matmuls run at full float32 precision on every backend. Shapes
+and dtypes in podrace's signatures are checked by the jaxtyping import hook (pyproject
+`addopts`), installed before this file is imported.
 """
 
 import pathlib
@@ -15,6 +16,8 @@ import pytest
 
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# Full float32 matmuls: GPUs default to TF32, which fails tolerances such as rtol=1e-6.
+jax.config.update("jax_default_matmul_precision", "highest")
 
 # distrax (imported by podrace) pulls in tensorflow_probability, whose JAX substrate
 # touches an API that JAX has deprecated. That is outside podrace, so it is silenced
@@ -38,6 +41,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.config.stash[MULTIDEVICE] = helpers.MultideviceRuns(
             pathlib.Path(tempfile.mkdtemp(prefix="podrace-multidevice-"))
         )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drops JAX's compiled programs after each test module.
+
+    XLA's CPU backend maps every compiled program into memory in many pieces; the
+    whole suite compiles enough of them to exceed Linux's default limit of 65,530
+    mappings per process (`vm.max_map_count`), and the next compilation then crashes.
+    Modules rarely share programs, so little is compiled twice.
+    """
+    yield
+    jax.clear_caches()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -4,6 +4,7 @@ Every family has a registry `name -> factory`; the contract tests of a family ar
 parametrised over its registry, so adding a component is one line here.
 """
 
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -297,12 +298,28 @@ def separate_actor_critic_network(
     )
 
 
+def conv_q_network(
+    key: PRNGKeyArray, observation_shape: tuple[int, ...] = OBS_SHAPE, num_actions: int = NUM_ACTIONS
+) -> pr.networks.FeedForwardNetwork:
+    """A small convolutional Q-network: a stride-2 second convolution, then one dense layer."""
+    torso_key, head_key = jax.random.split(key)
+    torso = pr.networks.ConvTorso(
+        observation_shape, (4, 6), kernel_sizes=(3, 2), strides=(1, 2), hidden_sizes=(8,), key=torso_key
+    )
+    return pr.networks.FeedForwardNetwork(torso, pr.networks.QValueHead(torso.output_size, num_actions, key=head_key))
+
+
 NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
     "mlp-q": q_network,
     "mlp-q-two-layers-tanh": lambda key: q_network(key, hidden_sizes=(8, 6), activation=jax.nn.tanh),
     "mlp-logits": logit_network,
     "mlp-actor-critic": lambda key: logit_network(key, with_value=True),
     "separate-actor-critic": lambda key: separate_actor_critic_network(key),
+    "mlp-gaussian": lambda key: gaussian_network(key, action_size=NUM_ACTIONS),
+    "mlp-gaussian-with-value": lambda key: gaussian_network(
+        key, action_size=NUM_ACTIONS, with_value=True, initial_log_std=-0.5
+    ),
+    "conv-q": conv_q_network,
 }
 
 
@@ -313,6 +330,12 @@ def network_for(output_type: type, key: PRNGKeyArray, **kwargs: Any) -> pr.netwo
     if output_type is pr.PolicyLogits:
         return logit_network(key, **kwargs)
     raise NotImplementedError(output_type)
+
+
+def agent(network: pr.networks.AbstractNetwork) -> pr.Agent:
+    """`network` with the usual policy for its outputs (greedy, categorical or Gaussian)."""
+    policies = {pr.QValues: pr.policies.Greedy, pr.PolicyLogits: pr.policies.Categorical}
+    return pr.Agent(network, policies.get(network.output_type, pr.policies.Gaussian)())
 
 
 def random_output(
@@ -340,23 +363,63 @@ def normal(seed: int, shape: tuple[int, ...]) -> Array:
 # Policies.
 # --------------------------------------------------------------------------------------
 
-POLICIES: dict[str, Callable[[], pr.policies.AbstractPolicy]] = {
-    "greedy": pr.policies.Greedy,
-    "epsilon-greedy": lambda: pr.policies.EpsilonGreedy(0.3),
-    "softmax": lambda: pr.policies.Softmax(0.5),
-    "categorical": pr.policies.Categorical,
+# Every policy, with the network output it is tested on (Gaussian outputs have
+# `NUM_ACTIONS` action dimensions).
+POLICIES: dict[str, tuple[Callable[[], pr.policies.AbstractPolicy], type[pr.AbstractNetworkOutput]]] = {
+    "greedy": (pr.policies.Greedy, pr.QValues),
+    "epsilon-greedy": (lambda: pr.policies.EpsilonGreedy(0.3), pr.QValues),
+    "softmax": (lambda: pr.policies.Softmax(0.5), pr.QValues),
+    "categorical": (pr.policies.Categorical, pr.PolicyLogits),
+    "mode": (pr.policies.Mode, pr.PolicyLogits),
+    "gaussian": (pr.policies.Gaussian, pr.GaussianParams),
+    "mode-gaussian": (pr.policies.Mode, pr.GaussianParams),
 }
 
 # --------------------------------------------------------------------------------------
 # Losses.
 # --------------------------------------------------------------------------------------
 
-LOSSES: dict[str, Callable[[], pr.losses.AbstractLoss]] = {
-    "td-lambda-q": lambda: pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9),
-    "td-lambda-q-one-step": lambda: pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0),
-    "td-lambda-q-monte-carlo": lambda: pr.losses.TDLambdaQLoss(discount=1.0, lambda_=1.0),
-    "q-learning": lambda: pr.losses.QLearningLoss(discount=0.99),
-    "q-learning-three-step-huber": lambda: pr.losses.QLearningLoss(discount=0.9, n_step=3, huber_delta=1.0),
+
+@final
+@dataclasses.dataclass(frozen=True)
+class LossCase:
+    """A loss of the registry, with the network and actions it is tested with.
+
+    Q-value losses get a Q-network; the others a policy head with a value, over
+    discrete actions or, if `continuous`, Gaussian actions of `ACTION_SIZE`.
+    """
+
+    make: Callable[[], pr.losses.AbstractLoss]
+    continuous: bool = False
+
+    def setup(self, seed: int, num_steps: int, batch_size: int) -> tuple[Any, Any, pr.Trajectory]:
+        """The loss, a network for it and a random batch of trajectories `[T + 1, B]`."""
+        loss, key = self.make(), jax.random.key(seed)
+        if isinstance(loss, pr.losses.AbstractQLoss):
+            network = q_network(key)
+        elif self.continuous:
+            network = gaussian_network(key, action_size=ACTION_SIZE, with_value=True)
+        else:
+            network = logit_network(key, with_value=True)
+        action_size = ACTION_SIZE if self.continuous else None
+        return loss, network, random_trajectory(seed, num_steps, batch_size, action_size=action_size)
+
+
+ACTION_SIZE = 2
+
+LOSSES: dict[str, LossCase] = {
+    "td-lambda-q": LossCase(lambda: pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9)),
+    "td-lambda-q-one-step": LossCase(lambda: pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0)),
+    "td-lambda-q-monte-carlo": LossCase(lambda: pr.losses.TDLambdaQLoss(discount=1.0, lambda_=1.0)),
+    "q-learning": LossCase(lambda: pr.losses.QLearningLoss(discount=0.99)),
+    "q-learning-three-step-huber": LossCase(lambda: pr.losses.QLearningLoss(discount=0.9, n_step=3, huber_delta=1.0)),
+    "double-q-learning": LossCase(lambda: pr.losses.QLearningLoss(discount=0.99, double=True)),
+    "a2c": LossCase(lambda: pr.losses.A2CLoss(discount=0.99, lambda_=0.9)),
+    "a2c-gaussian": LossCase(lambda: pr.losses.A2CLoss(discount=0.9), continuous=True),
+    "reinforce": LossCase(lambda: pr.losses.ReinforceLoss(discount=0.99, entropy_coefficient=0.01)),
+    "reinforce-with-baseline": LossCase(lambda: pr.losses.ReinforceLoss(discount=0.99, baseline=True)),
+    "ppo": LossCase(lambda: pr.losses.PPOLoss(discount=0.99)),
+    "ppo-gaussian": LossCase(lambda: pr.losses.PPOLoss(discount=0.9, normalize_advantages=False), continuous=True),
 }
 
 
@@ -454,15 +517,99 @@ def make_learner(
     )
 
 
-LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.Learner]] = {
-    "greedy-td-lambda-adam": make_learner,
-    "greedy-one-step-sgd": lambda key: make_learner(
-        key, loss=pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0), optimizer=SGD
+def policy_gradient_learner(
+    key: PRNGKeyArray,
+    loss: pr.losses.AbstractLoss,
+    *,
+    continuous: bool = False,
+    num_epochs: int = 1,
+    num_minibatches: int = 1,
+) -> pr.Learner:
+    """A policy-gradient learner: Catch-sized logits, or Gaussian actions on `Point`."""
+    if continuous:
+        network = gaussian_network(key, POINT_OBS_SHAPE, action_size=1, with_value=True)
+        policy = pr.policies.Gaussian()
+    else:
+        network, policy = logit_network(key, with_value=True), pr.policies.Categorical()
+    return pr.Learner(network, policy, loss, CLIPPED_ADAM, num_epochs=num_epochs, num_minibatches=num_minibatches)
+
+
+def dqn_learner(key: PRNGKeyArray) -> pr.learners.DQNLearner:
+    return pr.learners.DQNLearner(
+        q_network(key),
+        pr.losses.QLearningLoss(discount=0.99, double=True),
+        ADAM,
+        epsilon=0.1,
+        buffer_size=240,
+        batch_size=4,
+        min_replay_size=12,
+        target_update_period=2,
+    )
+
+
+POINT_OBS_SHAPE = (1,)
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class LearnerCase:
+    """A learner of the registry and the environment it is tested in.
+
+    `device_invariant`: whether training on 2 devices with half the environments each
+    gives the parameters of 1 device with all of them (up to float rounding).
+    """
+
+    make: Callable[[PRNGKeyArray], pr.learners.AbstractLearner]
+    continuous: bool = False
+    device_invariant: bool = True
+
+    def env(self) -> pr.envs.AbstractEnv:
+        return Point() if self.continuous else pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS)
+
+    def random_trajectory(self, seed: int, num_steps: int, batch_size: int) -> pr.Trajectory:
+        if self.continuous:
+            return random_trajectory(seed, num_steps, batch_size, observation_shape=POINT_OBS_SHAPE, action_size=1)
+        return random_trajectory(seed, num_steps, batch_size)
+
+
+LEARNERS: dict[str, LearnerCase] = {
+    "greedy-td-lambda-adam": LearnerCase(make_learner),
+    "greedy-one-step-sgd": LearnerCase(
+        lambda key: make_learner(key, loss=pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.0), optimizer=SGD)
     ),
-    "greedy-td-lambda-clipped-adam-check-nans": lambda key: make_learner(key, optimizer=CLIPPED_ADAM, check_nans=True),
-    "greedy-q-learning-two-epochs-three-minibatches": lambda key: make_learner(
-        key, loss=pr.losses.QLearningLoss(discount=0.99), num_epochs=2, num_minibatches=3
+    "greedy-td-lambda-clipped-adam-check-nans": LearnerCase(
+        lambda key: make_learner(key, optimizer=CLIPPED_ADAM, check_nans=True)
     ),
+    "greedy-q-learning-two-epochs-three-minibatches": LearnerCase(
+        lambda key: make_learner(key, loss=pr.losses.QLearningLoss(discount=0.99), num_epochs=2, num_minibatches=3)
+    ),
+    "epsilon-greedy-three-step-q": LearnerCase(
+        lambda key: make_learner(
+            key, policy=pr.policies.EpsilonGreedy(0.2), loss=pr.losses.QLearningLoss(discount=0.9, n_step=3)
+        )
+    ),
+    "a2c": LearnerCase(lambda key: policy_gradient_learner(key, pr.losses.A2CLoss(discount=0.99, lambda_=0.9))),
+    "a2c-three-minibatches": LearnerCase(
+        lambda key: policy_gradient_learner(key, pr.losses.A2CLoss(discount=0.99), num_minibatches=3)
+    ),
+    "reinforce-with-baseline": LearnerCase(
+        lambda key: policy_gradient_learner(key, pr.losses.ReinforceLoss(discount=0.99, baseline=True))
+    ),
+    "ppo-two-epochs-three-minibatches": LearnerCase(
+        lambda key: policy_gradient_learner(key, pr.losses.PPOLoss(discount=0.99), num_epochs=2, num_minibatches=3)
+    ),
+    "gaussian-ppo-two-epochs-three-minibatches": LearnerCase(
+        lambda key: policy_gradient_learner(
+            key, pr.losses.PPOLoss(discount=0.9), continuous=True, num_epochs=2, num_minibatches=3
+        ),
+        continuous=True,
+    ),
+    "gaussian-a2c": LearnerCase(
+        lambda key: policy_gradient_learner(key, pr.losses.A2CLoss(discount=0.9), continuous=True), continuous=True
+    ),
+    # Each device replays its own environments' experience and samples its own batch
+    # (from the same key): the sampled sequences depend on how the batch is split.
+    "dqn-double-q": LearnerCase(dqn_learner, device_invariant=False),
 }
 
 
@@ -523,15 +670,20 @@ MULTIDEVICE_NUM_ENVS = 3  # per device on two devices; the one-device run has tw
 
 @final
 class MultideviceRuns:
-    """The worker subprocesses: two devices (Anakin, filter_pmap, DQN, a population) and
-    one device (Anakin, the pmapped runs done separately, the same population)."""
+    """The worker subprocesses: two devices (Anakin, filter_pmap, DQN, a population, every
+    learner of the registry) and one device (Anakin, the pmapped runs done separately, the
+    same population, every learner)."""
 
     def __init__(self, out: pathlib.Path):
         self.two_devices = out / "two-devices"
         self.one_device = out / "one-device"
         self._processes = {
-            self.two_devices: self._start(self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap", "--dqn", "--population"),
-            self.one_device: self._start(self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate", "--population"),
+            self.two_devices: self._start(
+                self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap", "--dqn", "--population", "--learners"
+            ),
+            self.one_device: self._start(
+                self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate", "--population", "--learners"
+            ),
         }
 
     @staticmethod
@@ -541,7 +693,7 @@ class MultideviceRuns:
         command = [sys.executable, str(WORKER), str(out), "--num-envs", str(num_envs), *flags]
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    def wait(self, timeout: float = 400.0) -> None:
+    def wait(self, timeout: float = 900.0) -> None:
         """Waits for both runs; fails with their output if one failed."""
         for out, process in self._processes.items():
             output, _ = process.communicate(timeout=timeout)

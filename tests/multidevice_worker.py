@@ -14,6 +14,12 @@ the arrays it saves:
 - `separate.npz` (with `--separate`): the same two runs done one after the other.
 - `dqn.npz` (with `--dqn`): a DQN learner over all devices: the per-device rows of
   its replay buffer, its counters and losses.
+- `learner-NAME.npz` (with `--learners`): for every learner of the registry in
+  `helpers.LEARNERS`, its parameters and losses after `NUM_UPDATES` updates of an
+  Anakin pipeline in the learner's environment over all devices.
+- `members.npz` (with `--population`): two members trained with their environments
+  split over all devices inside a `vmap` (population outer, devices inner), or, on one
+  device, each alone.
 - `population.npz` (with `--population`): a `Population` of four members (learning
   rates and seeds) split over all devices: the per-device shard sizes of its state,
   its learner states and metrics.
@@ -21,6 +27,7 @@ the arrays it saves:
 
 import argparse
 import pathlib
+import sys
 import warnings
 
 import jax
@@ -37,6 +44,10 @@ import numpy as np
 import optax
 
 import podrace as pr
+
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
+from tests import helpers
 
 
 NUM_UPDATES = 5
@@ -136,6 +147,18 @@ def run_dqn(out: pathlib.Path, num_envs: int) -> None:
     )
 
 
+def run_learners(out: pathlib.Path, num_envs: int) -> None:
+    for name, case in helpers.LEARNERS.items():
+        pipeline = pr.Anakin(case.env(), case.make(jax.random.key(1)), num_envs=num_envs, rollout_length=6)
+        result = pipeline.train(pipeline.init(jax.random.key(0)), num_updates=NUM_UPDATES)
+        params = pipeline.learner.network_at(result.state.learner)
+        np.savez(
+            out / f"learner-{name}.npz",
+            loss=np.asarray(result.metrics.update.loss),
+            **{f"param_{k}": v for k, v in leaves(eqx.filter(params, eqx.is_inexact_array)).items()},
+        )
+
+
 def _population_member(hyperparameters) -> pr.Anakin:
     learning_rate, key = hyperparameters
     pipeline = build(2)
@@ -160,6 +183,60 @@ def run_population(out: pathlib.Path) -> None:
     )
 
 
+MEMBER_LEARNING_RATES = (1e-2, 3e-2)
+
+
+def _member(learning_rate, num_envs: int) -> pr.Anakin:
+    pipeline = build(num_envs)
+    learner = pipeline.learner
+    learner = pr.Learner(learner.network, learner.policy, learner.loss, optax.adam(learning_rate))
+    return pr.Anakin(pipeline.env, learner, num_envs=num_envs, rollout_length=6)
+
+
+def run_members_over_devices(out: pathlib.Path, num_envs: int) -> None:
+    """Two members (learning rates), population outer and devices inner: under `shard_map`
+    over all devices, a `vmap` over the members of the device-free core, each member's
+    environments split over the devices. On one device, each member's pipeline alone."""
+    rates, keys = jnp.asarray(MEMBER_LEARNING_RATES), jax.random.split(jax.random.key(5), 2)
+    if jax.device_count() == 1:
+        states = []
+        for rate, key in zip(MEMBER_LEARNING_RATES, keys, strict=True):
+            member = _member(rate, num_envs)
+            states.append(member.train(member.init(key), num_updates=NUM_UPDATES).state.learner)
+        params = jax.tree.map(lambda *x: jnp.stack(x), *[state.params for state in states])
+    else:
+        mesh = jax.make_mesh((jax.device_count(),), ("devices",))
+        split, replicated = jax.sharding.PartitionSpec(None, "devices"), jax.sharding.PartitionSpec()
+
+        def init(rate, key):
+            member = _member(rate, num_envs)
+            return pr.executors.anakin.init_state(member.env, member.learner, key, num_envs=num_envs * mesh.size)
+
+        def train(rates, learner_states, envs):
+            def train_member(rate, learner_state, envs):
+                member = _member(rate, num_envs)
+                state, _ = pr.executors.anakin.train_steps(
+                    member.env,
+                    member.learner,
+                    pr.AnakinState(learner_state, envs),
+                    rollout_length=member.rollout_length,
+                    num_updates=NUM_UPDATES,
+                    axis_name="devices",
+                )
+                return state.learner
+
+            return jax.vmap(train_member)(rates, learner_states, envs)
+
+        states = jax.jit(jax.vmap(init))(rates, keys)
+        envs = jax.device_put(states.envs, jax.sharding.NamedSharding(mesh, split))
+        learner_states = jax.device_put(states.learner, jax.sharding.NamedSharding(mesh, replicated))
+        trained = jax.jit(
+            jax.shard_map(train, mesh=mesh, in_specs=(replicated, replicated, split), out_specs=replicated)
+        )(rates, learner_states, envs)
+        params = trained.params
+    np.savez(out / "members.npz", **leaves(params))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=pathlib.Path)
@@ -168,6 +245,7 @@ def main() -> None:
     parser.add_argument("--separate", action="store_true")
     parser.add_argument("--dqn", action="store_true")
     parser.add_argument("--population", action="store_true")
+    parser.add_argument("--learners", action="store_true")
     args = parser.parse_args()
     run_anakin(args.out, args.num_envs)
     if args.pmap:
@@ -178,6 +256,9 @@ def main() -> None:
         run_dqn(args.out, args.num_envs)
     if args.population:
         run_population(args.out)
+        run_members_over_devices(args.out, args.num_envs)
+    if args.learners:
+        run_learners(args.out, args.num_envs)
 
 
 if __name__ == "__main__":

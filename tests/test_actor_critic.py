@@ -11,7 +11,7 @@ from . import helpers
 
 
 NUM_STEPS, BATCH = 7, 3
-LOSS = helpers.Compiled(lambda loss, network, trajectory: loss(network, trajectory))
+LOSS = helpers.Compiled(lambda loss, network, trajectory: loss(helpers.agent(network), trajectory))
 
 
 def _reference(loss: pr.losses.A2CLoss, network, trajectory: pr.Trajectory) -> dict[str, float]:
@@ -59,7 +59,7 @@ def test_a2c_gradients_are_finite_and_reach_both_heads():
     loss = pr.losses.A2CLoss(discount=0.99)
     network = helpers.logit_network(jax.random.key(0), with_value=True)
     trajectory = helpers.random_trajectory(0, NUM_STEPS, BATCH)
-    grads = jax.grad(lambda network: loss(network, trajectory)[0])(network)
+    grads = jax.grad(lambda network: loss(helpers.agent(network), trajectory)[0])(network)
     helpers.assert_all_finite(grads)
     assert float(jnp.abs(grads.head.linear.weight).sum()) > 0
     assert float(jnp.abs(grads.head.value_head.linear.weight).sum()) > 0
@@ -75,7 +75,9 @@ def test_a2c_checks_its_coefficients_and_needs_a_value_head():
         with pytest.raises(ValueError, match=message):
             pr.losses.A2CLoss(**kwargs)
     with pytest.raises(ValueError, match="with_value=True"):
-        pr.losses.A2CLoss(discount=0.9)(helpers.logit_network(jax.random.key(0)), helpers.random_trajectory(0, 3, 2))
+        pr.losses.A2CLoss(discount=0.9)(
+            helpers.agent(helpers.logit_network(jax.random.key(0))), helpers.random_trajectory(0, 3, 2)
+        )
 
 
 def _completed_reference(is_first: np.ndarray, is_last: np.ndarray) -> np.ndarray:
@@ -154,4 +156,4 @@ def test_reinforce_checks_its_inputs():
         pr.losses.ReinforceLoss(discount=0.9, entropy_coefficient=-1.0)
     with pytest.raises(ValueError, match="with_value=True"):
         loss = pr.losses.ReinforceLoss(discount=0.9, baseline=True)
-        loss(helpers.logit_network(jax.random.key(0)), helpers.random_trajectory(0, 3, 2))
+        loss(helpers.agent(helpers.logit_network(jax.random.key(0))), helpers.random_trajectory(0, 3, 2))

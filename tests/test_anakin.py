@@ -19,7 +19,7 @@ NUM_UPDATES = 2
 
 
 def _rollout(env, learner, params, envs, length):
-    return pr.anakin.rollout(env, pr.learners.Behaviour(learner.network_with(params), learner.policy), envs, length)
+    return pr.executors.anakin.rollout(env, pr.Agent(learner.network_with(params), learner.policy), envs, length)
 
 
 ROLLOUT = helpers.Compiled(_rollout)
@@ -34,13 +34,12 @@ class _Counter:
 
 
 @final
-class TraceCountingLoss(pr.losses.AbstractLoss):
+class TraceCountingLoss(pr.losses.AbstractQLoss):
     """Wraps a loss and counts how often its trajectory loss runs: that happens only
     while tracing under jit (and on every call when run eagerly)."""
 
     inner: pr.losses.TDLambdaQLoss
     counter: _Counter = eqx.field(static=True)
-    input_type = pr.QValues
 
     @property
     def discount(self):
@@ -50,9 +49,9 @@ class TraceCountingLoss(pr.losses.AbstractLoss):
     def lambda_(self):
         return self.inner.lambda_
 
-    def trajectory_loss(self, network, trajectory, target_network=None):
+    def trajectory_loss(self, agent, trajectory, target_network=None):
         self.counter.count += 1
-        return self.inner.trajectory_loss(network, trajectory)
+        return self.inner.trajectory_loss(agent, trajectory, target_network)
 
 
 TRACES = _Counter()
@@ -146,7 +145,7 @@ def _desynchronised(env, envs):
     keys = jax.random.split(jax.random.key(99), batch)
     # One step renders observations that agree with the moved balls.
     env_state, timestep = jax.vmap(env.step)(env_state, actions, keys)
-    return pr.anakin.EnvBatch(env_state, timestep, envs.carry, envs.key, envs.episode_return)
+    return pr.executors.anakin.EnvBatch(env_state, timestep, envs.carry, envs.key, envs.episode_return)
 
 
 def _per_env_loss(learner, params, trajectory):
@@ -170,7 +169,7 @@ def _colab_gradient(learner, params, trajectory):
 
 
 def _pipeline_gradient(learner, params, trajectory):
-    return jax.grad(lambda p: learner.loss(learner.network_with(p), trajectory)[0])(params)
+    return jax.grad(lambda p: learner.loss(pr.Agent(learner.network_with(p), learner.policy), trajectory)[0])(params)
 
 
 PIPELINE_GRADIENT = helpers.Compiled(_pipeline_gradient)
@@ -469,3 +468,24 @@ def test_anakin_wraps_the_environment_in_auto_reset_once():
     assert pr.Anakin(catch, learner, num_envs=2, rollout_length=2).env == pr.envs.AutoReset(catch)
     wrapped = pr.envs.AutoReset(catch)
     assert pr.Anakin(wrapped, learner, num_envs=2, rollout_length=2).env is wrapped
+
+
+def test_check_nans_error_names_the_loss_term_first():
+    learner = helpers.make_learner(jax.random.key(0), optimizer=optax.sgd(float("nan")), check_nans=True)
+    pipeline = pr.Anakin(pr.envs.Catch(rows=5, columns=3), learner, num_envs=2, rollout_length=4)
+    with pytest.raises(FloatingPointError) as error:
+        pipeline.train(pipeline.init(jax.random.key(0)), num_updates=3)
+    assert str(error.value).startswith("podrace: loss term 'td_loss' is not finite")
+    assert error.value.__suppress_context__  # the long compiled-program stack is not shown
+
+
+def test_init_follows_its_documented_key_recipe():
+    pipeline = _pipeline()
+    key = jax.random.key(11)
+    state = pipeline.init(key)
+    learner_key, envs_key = jax.random.split(key)
+    env_keys = jax.vmap(jax.random.split)(jax.random.split(envs_key, pipeline.num_envs))
+    helpers.assert_trees_close(state.envs.key, env_keys[:, 0])
+    first = jax.vmap(lambda k: pipeline.env.reset(k)[1])(env_keys[:, 1])
+    helpers.assert_trees_close(state.envs.timestep, first)
+    helpers.assert_trees_close(state.learner, pipeline.learner.init(learner_key, first))

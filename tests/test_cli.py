@@ -21,7 +21,17 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
 
 
 @pytest.mark.parametrize(
-    "flag", [["--num-envs", "0"], ["--rollout-length", "-1"], ["--num-updates", "0"], ["--updates-per-call", "x"]]
+    "flag",
+    [
+        ["--num-envs", "0"],
+        ["--rollout-length", "-1"],
+        ["--num-updates", "0"],
+        ["--updates-per-call", "x"],
+        ["--learning-rate", "nan"],
+        ["--learning-rate", "-1e-3"],
+        ["--learning-rate", "0"],
+        ["--learning-rate", "inf"],
+    ],
 )
 def test_bad_flags_exit_with_a_usage_error(flag, capsys):
     with pytest.raises(SystemExit) as error:

@@ -15,7 +15,7 @@ from . import helpers
 
 
 ACTION_SIZE, NUM_STEPS, BATCH = 2, 7, 3
-LOSS = helpers.Compiled(lambda loss, network, trajectory: loss(network, trajectory))
+LOSS = helpers.Compiled(lambda loss, network, trajectory: loss(helpers.agent(network), trajectory))
 POLICY = helpers.Compiled(lambda policy, output, key: policy(output, key))
 POLICY_BATCH = helpers.Compiled(helpers.vmap_over_last(lambda policy, output, key: policy(output, key), 1))
 APPLY = helpers.Compiled(lambda network, observation: network(observation, ())[0])
@@ -199,7 +199,7 @@ def test_policy_gradient_losses_on_gaussian_outputs(loss):
     expected_entropy = _gaussian_entropy(np.full(ACTION_SIZE, -0.3)) * np.mean(np.asarray(masks))
     np.testing.assert_allclose(terms["entropy"], expected_entropy, rtol=1e-5)
 
-    grads = jax.grad(lambda network: loss(network, trajectory)[0])(network)
+    grads = jax.grad(lambda network: loss(helpers.agent(network), trajectory)[0])(network)
     helpers.assert_all_finite(grads)
     for part in (grads.head.linear.weight, grads.head.log_std, grads.head.value_head.linear.weight):
         assert float(jnp.abs(part).sum()) > 0

@@ -73,7 +73,7 @@ def test_q_learning_loss_matches_a_float64_loop(n_step, double, seed):
     trajectory = helpers.random_trajectory(seed, 20)
     timestep = trajectory.timestep
     assert bool(jnp.any(timestep.terminated)) and bool(jnp.any(timestep.truncated))
-    value, terms = loss.trajectory_loss(network, trajectory, target_network)
+    value, terms = loss.trajectory_loss(helpers.agent(network), trajectory, target_network)
     expected = _reference_q_learning(loss, network, target_network, trajectory)
     np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(terms["td_loss"], expected, rtol=1e-5, atol=1e-6)
@@ -83,11 +83,11 @@ def test_q_learning_loss_bootstraps_from_the_online_network_without_a_target():
     loss = pr.losses.QLearningLoss(discount=0.9)
     network = helpers.q_network(jax.random.key(0))
     trajectory = helpers.random_trajectory(3, 8)
-    without, _ = loss.trajectory_loss(network, trajectory)
-    with_itself, _ = loss.trajectory_loss(network, trajectory, network)
+    without, _ = loss.trajectory_loss(helpers.agent(network), trajectory)
+    with_itself, _ = loss.trajectory_loss(helpers.agent(network), trajectory, network)
     np.testing.assert_allclose(without, with_itself, rtol=1e-6)
     # The targets are constants: the gradient is that of the prediction alone.
-    grads = jax.grad(lambda net: loss.trajectory_loss(net, trajectory)[0])(network)
+    grads = jax.grad(lambda net: loss.trajectory_loss(helpers.agent(net), trajectory)[0])(network)
     helpers.assert_all_finite(grads)
 
 
@@ -98,9 +98,14 @@ def test_huber_loss_is_quadratic_near_zero_and_linear_far_away():
     tight = pr.losses.QLearningLoss(discount=0.9, huber_delta=1e-3)
     loose = pr.losses.QLearningLoss(discount=0.9, huber_delta=1e6)
     np.testing.assert_allclose(
-        loose.trajectory_loss(network, trajectory)[0], squared.trajectory_loss(network, trajectory)[0], rtol=1e-6
+        loose.trajectory_loss(helpers.agent(network), trajectory)[0],
+        squared.trajectory_loss(helpers.agent(network), trajectory)[0],
+        rtol=1e-6,
     )
-    assert tight.trajectory_loss(network, trajectory)[0] < squared.trajectory_loss(network, trajectory)[0]
+    assert (
+        tight.trajectory_loss(helpers.agent(network), trajectory)[0]
+        < squared.trajectory_loss(helpers.agent(network), trajectory)[0]
+    )
 
 
 @pytest.mark.parametrize(
@@ -156,9 +161,9 @@ def test_epsilon_follows_its_schedule_over_transitions():
     schedule = optax.linear_schedule(1.0, 0.1, 30)
     learner = _dqn(jax.random.key(0), epsilon=schedule)
     state = learner.init(jax.random.key(1), _first_timesteps(3))
-    assert float(learner.behaviour(state).policy.epsilon) == 1.0
+    assert float(learner.agent(state).policy.epsilon) == 1.0
     state, _ = learner.update(state, helpers.random_trajectory(0, 5, 3))
-    np.testing.assert_allclose(learner.behaviour(state).policy.epsilon, schedule(15), rtol=1e-6)
+    np.testing.assert_allclose(learner.agent(state).policy.epsilon, schedule(15), rtol=1e-6)
     assert float(learner.policy.epsilon) == 1.0
 
 
@@ -178,7 +183,7 @@ def test_dqn_learner_update_is_jit_equal_to_eager():
         (dict(sequence_length=1), r"sequence_length must be an integer >= 2"),
         (dict(tau=1.5), r"tau must lie in \[0, 1\]"),
         (dict(epsilon=-0.1), r"epsilon must lie in \[0, 1\]"),
-        (dict(loss=pr.losses.A2CLoss(discount=0.9)), r"loss A2CLoss reads \w+ but the network emits QValues"),
+        (dict(loss=pr.losses.A2CLoss(discount=0.9)), r"A2CLoss is not a Q-value loss"),
     ],
 )
 def test_dqn_learner_rejects_bad_settings(kwargs, message):

@@ -2,7 +2,9 @@
 env params, static params, the old single-`done` API, spaces and errors."""
 
 import functools
+import gzip
 import importlib.util
+import pathlib
 import re
 import sys
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 from flax import struct
 from gymnax.environments import environment, spaces
 from gymnax.environments.classic_control import cartpole
+from gymnax.utils import load_mnist
 
 import podrace as pr
 from podrace.envs import from_gymnax
@@ -188,55 +191,188 @@ def test_pendulum_takes_a_shape_1_action():
 # Every registered environment.
 # --------------------------------------------------------------------------------------
 
-# gymnax environments whose observations leave the bounds gymnax declares for them (the
-# smoke test checks that gymnax's own space rejects the same observations).
-DECLARED_BOUNDS_TOO_NARROW = {
-    "MemoryChain-bsuite": "the context bits are shown as -1/+1, the declared low is 0",
-    "GaussianBandit-misc": "the time entry is normalised to [-1, 1] and rewards can be negative; the low is 0",
-    "UmbrellaChain-bsuite": "`1 - time / chain_length` can round to -1.5e-8 under XLA; the declared low is 0",
-}
+
+def _write_mnist(directory: pathlib.Path, num_images: int = 8) -> None:
+    """MNIST files of random pixels, in the format of the files that gymnax's loader
+    downloads to `directory` when they are missing. Every image has a pixel of 128,
+    which gymnax reads as int8 -128: the lowest observation it can emit."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (num_images, 28, 28), dtype=np.uint8)
+    images[:, 0, 0] = 128
+    labels = rng.integers(0, 10, num_images, dtype=np.uint8)
+    for prefix in ("train", "t10k"):
+        header = np.asarray([2051, num_images, 28, 28], ">u4").tobytes()
+        with gzip.open(directory / f"{prefix}-images-idx3-ubyte.gz", "wb") as file:
+            file.write(header + images.tobytes())
+        with gzip.open(directory / f"{prefix}-labels-idx1-ubyte.gz", "wb") as file:
+            file.write(np.asarray([2049, num_images], ">u4").tobytes() + labels.tobytes())
 
 
-def _smoke(env, gym_observation_space, keys):
-    def one(key):
-        _, timesteps, actions = helpers.run_env(env, key, 12)
-        observations = timesteps.observation
-        inside = jax.vmap(env.observation_space.contains)(observations)
-        inside_gymnax = jax.vmap(gym_observation_space.contains)(observations)
-        return timesteps, actions, inside, inside_gymnax
-
-    return jax.vmap(one)(keys)
+@pytest.fixture
+def offline_mnist(tmp_path, monkeypatch):
+    """MNISTBandit-bsuite built on `_write_mnist`'s images, without a download."""
+    _write_mnist(tmp_path)
+    monkeypatch.setattr(load_mnist, "load_mnist", functools.partial(load_mnist.load_mnist, directory=str(tmp_path)))
 
 
+# Episodes this long end a few times in CHECK_ENV_STEPS random steps, so that check_env's
+# auto-reset rule is checked too (most default limits are in the hundreds).
+CHECK_ENV_MAX_STEPS = 8
+CHECK_ENV_STEPS = 24
+
+
+@pytest.mark.usefixtures("offline_mnist")
 @pytest.mark.parametrize("env_id", gymnax.registered_envs)
-def test_every_registered_env_resets_and_steps_under_jit_and_vmap(env_id):
-    try:
-        gym_env, gym_params = _make(env_id)
-    except Exception as error:  # e.g. MNISTBandit-bsuite downloads MNIST when it is built
-        pytest.skip(f"gymnax itself cannot build {env_id}: {type(error).__name__}: {error}")
-    env = pr.envs.AutoReset(GymnaxEnv(gym_env, gym_params))
+def test_every_registered_env_passes_check_env(env_id):
+    gym_env, gym_params = _make(env_id)
+    # Some params hold the limit as a float (BernoulliBandit-misc): keep its type.
+    limit = type(gym_params.max_steps_in_episode)(CHECK_ENV_MAX_STEPS)
+    gym_params = gym_params.replace(max_steps_in_episode=limit)
+    env = GymnaxEnv(gym_env, gym_params)
     # Every params leaf is an array leaf of the adapter (none of these envs needs one as
     # a value), so it is a plain pytree of arrays for jax.jit and jax.vmap.
     leaves = jax.tree.leaves(env)
     assert all(isinstance(leaf, jax.Array) for leaf in leaves)
     assert len(leaves) == len(jax.tree.leaves(gym_params))
-    gym_space = gym_env.observation_space(gym_params)
-    smoke = jax.jit(lambda env, keys: _smoke(env, gym_space, keys))
-    timesteps, actions, inside, inside_gymnax = smoke(env, jax.random.split(jax.random.key(0), 3))
 
-    space = env.observation_space
-    observations = np.asarray(timesteps.observation)
-    if isinstance(space, pr.Box):
-        assert observations.shape[2:] == space.shape and observations.dtype == space.dtype
+    report = pr.envs.check_env(env, num_steps=CHECK_ENV_STEPS)
+    assert report.passed == pr.envs.checker.RULES, report.skipped
+
+    # The observations lie in the space (check_env), which has gymnax's bounds, widened
+    # only where gymnax declares them too narrow.
+    space, gym_space = env.observation_space, gym_env.observation_space(gym_params)
+    if isinstance(space, pr.Discrete):
+        assert space.num_values == gym_space.n
+        return
+    assert isinstance(space, pr.Box)
+    low, high = (
+        np.broadcast_to(from_gymnax._bound(bound, space.dtype), space.shape)
+        for bound in (gym_space.low, gym_space.high)
+    )
+    if from_gymnax._class_path(gym_env) in from_gymnax.OBSERVATION_BOUNDS_CORRECTIONS:
+        assert np.all(space.low <= low) and np.all(space.high >= high)
+        assert not (np.array_equal(space.low, low) and np.array_equal(space.high, high))
     else:
-        assert isinstance(space, pr.Discrete) and observations.shape[2:] == () and observations.dtype == np.int32
-    assert np.all(np.isfinite(observations))
-    assert timesteps.reward.shape == timesteps.discount.shape == (3, 13)
-    assert bool(jnp.all(jax.vmap(jax.vmap(env.action_space.contains))(actions)))
-    # The converted space agrees with gymnax's own, observation by observation.
-    np.testing.assert_array_equal(inside, inside_gymnax)
-    if env_id not in DECLARED_BOUNDS_TOO_NARROW:
-        assert np.all(inside), np.argwhere(~np.asarray(inside))
+        np.testing.assert_array_equal(space.low, low)
+        np.testing.assert_array_equal(space.high, high)
+
+
+# --------------------------------------------------------------------------------------
+# Dtypes and spaces that gymnax gets wrong.
+# --------------------------------------------------------------------------------------
+
+
+def _types(tree: Any) -> list[tuple[str, tuple[int, ...], bool]]:
+    return [(str(leaf.dtype), leaf.shape, leaf.weak_type) for leaf in jax.tree.leaves(tree)]
+
+
+STEP = helpers.Compiled(lambda env, state, action, key: env.step(state, action, key))
+
+
+def test_mountain_car_state_is_strongly_typed_and_step_traces_once():
+    # gymnax's reset_env builds MountainCar-v0's velocity from a Python 0.0: a weakly
+    # typed float32, which a step makes strong, so a jitted step traced twice.
+    gym_env, gym_params = _make("MountainCar-v0")
+    _, gym_state = jax.tree.map(jnp.asarray, gym_env.reset_env(jax.random.key(0), gym_params))
+    assert gym_state.velocity.weak_type
+    env = GymnaxEnv(gym_env, gym_params)
+    state, first = env.reset(jax.random.key(0))
+    assert not any(weak for _, _, weak in _types((state, first)))
+    assert state.velocity.dtype == jnp.float32 and state.time.dtype == jnp.int32
+    next_state, timestep = STEP(env, state, jnp.int32(2), jax.random.key(1))
+    assert _types((state, first)) == _types((next_state, timestep))
+    helpers.check_traced_once(
+        STEP, (env, state, jnp.int32(2), jax.random.key(1)), (env, next_state, jnp.int32(0), jax.random.key(2))
+    )
+    helpers.assert_trees_close(state, gym_state)  # gymnax's values
+
+
+@struct.dataclass
+class _DriftState(environment.EnvState):
+    position: Any
+
+
+class _Drift(environment.Environment):
+    """A test environment whose state starts as Python numbers and whose position becomes
+    a float after a step: the adapter holds it as float32 from the reset on."""
+
+    @property
+    def default_params(self) -> environment.EnvParams:
+        return environment.EnvParams(max_steps_in_episode=5)
+
+    def reset_env(self, key, params):
+        state = _DriftState(time=0, position=0)
+        return jnp.zeros(1), state
+
+    def step_env(self, key, state, action, params):
+        position = state.position + 0.5 * jax.random.normal(key)
+        state = _DriftState(time=state.time + 1, position=position)
+        return jnp.reshape(position, (1,)), state, position, jnp.asarray(False), {}
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)
+
+    def action_space(self, params):
+        return spaces.Discrete(2)
+
+
+class _Shapeshifter(_Drift):
+    """Steps into a state without a position."""
+
+    def step_env(self, key, state, action, params):
+        return jnp.zeros(1), environment.EnvState(time=state.time + 1), 0.0, jnp.asarray(False), {}
+
+
+def test_state_leaves_take_the_dtype_that_holds_them_after_reset_and_step():
+    env = GymnaxEnv(_Drift())
+    assert env.state_dtypes == (np.dtype(np.int32), np.dtype(np.float32))
+    state, first = env.reset(jax.random.key(0))
+    assert _types(state) == [("int32", (), False), ("float32", (), False)]
+    next_state, timestep = STEP(env, state, jnp.int32(1), jax.random.key(1))
+    assert _types((state, first)) == _types((next_state, timestep))
+    assert float(next_state.position) != 0.0 and int(next_state.time) == 1
+    pr.envs.check_env(env, num_steps=12)
+
+
+def test_a_state_whose_structure_changes_raises_a_clear_error():
+    with pytest.raises(ValueError, match="returns states of different tree structures from reset and step"):
+        GymnaxEnv(_Shapeshifter())
+
+
+@pytest.mark.usefixtures("offline_mnist")
+@pytest.mark.parametrize(
+    ("env_id", "low", "high"),
+    [
+        # The time entry ends at -1 / memory_length; the context bits are -1 or 1.
+        ("MemoryChain-bsuite", [-1.0, -1.0, -1.0], [2.0, 2.0, 2.0]),
+        # 1 - time / chain_length rounds to just below 0 under XLA.
+        ("UmbrellaChain-bsuite", [0.0, 0.0, -np.finfo(np.float32).eps], [1.0, 1.0, 1.0]),
+        # [last reward (Gaussian), one-hot last action, time in [-1, 1]].
+        ("GaussianBandit-misc", [-np.finfo(np.float32).max, 0, 0, -1], [np.finfo(np.float32).max, 1, 1, 100]),
+        # [receptive field, one-hot last action, last reward (0 or 10), time (raw)].
+        ("MetaMaze-misc", [0.0] * 14 + [-1.0], [1.0] * 13 + [10.0, 200.0]),
+        # Pixels read as int8 (-128..127), divided by 255.
+        ("MNISTBandit-bsuite", np.full((28, 28), -128 / 255), np.ones((28, 28))),
+    ],
+)
+def test_observation_bounds_that_gymnax_declares_too_narrow_are_widened(env_id, low, high):
+    gym_env, gym_params = _make(env_id)
+    space = GymnaxEnv(gym_env, gym_params).observation_space
+    assert isinstance(space, pr.Box)
+    np.testing.assert_array_equal(space.low, np.asarray(low, np.float32))
+    np.testing.assert_array_equal(space.high, np.asarray(high, np.float32))
+    assert from_gymnax._class_path(gym_env) in from_gymnax.OBSERVATION_BOUNDS_CORRECTIONS
+
+
+def test_memory_chain_observations_lie_in_the_widened_space_and_not_in_gymnax_s():
+    gym_env, gym_params = _make("MemoryChain-bsuite")
+    env = GymnaxEnv(gym_env, gym_params)
+    _, timesteps, _ = RUN(env, jax.random.key(0))
+    observations = np.asarray(timesteps.observation)
+    assert observations.min() == -1.0  # context bits of -1 on first steps, below gymnax's low of 0
+    assert bool(jnp.all(jax.vmap(env.observation_space.contains)(observations)))
+    gym_space = gym_env.observation_space(gym_params)
+    assert not bool(jnp.all(jax.vmap(gym_space.contains)(observations)))
 
 
 # --------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import podrace as pr
-from podrace.host import GymnasiumCollector, space_from_gymnasium, train_on_host
+from podrace.executors.host import GymnasiumCollector, space_from_gymnasium, train_on_host
 
 from . import helpers
 
@@ -55,7 +55,7 @@ def test_collector_matches_a_plain_gymnasium_loop():
         key=jax.random.key(0),
         seed=7,
     )
-    behaviour = collector.learner.behaviour(collector.learner.init(jax.random.key(0)))
+    behaviour = collector.learner.agent(collector.learner.init(jax.random.key(0)))
     first, _ = collector.collect(behaviour)
     second, _ = collector.collect(behaviour)
     # Rollouts chain: each starts with the previous one's last time step.
@@ -84,10 +84,10 @@ def test_collector_matches_a_plain_gymnasium_loop():
 def test_trajectory_has_the_on_device_rollout_types():
     learner = _learner()
     collector = GymnasiumCollector(_cartpole_vec(), learner, rollout_length=ROLLOUT, key=jax.random.key(1), seed=0)
-    behaviour = learner.behaviour(learner.init(jax.random.key(0)))
+    behaviour = learner.agent(learner.init(jax.random.key(0)))
     trajectory, _ = collector.collect(behaviour)
     anakin = pr.Anakin(pr.envs.CartPole(), learner, num_envs=NUM_ENVS, rollout_length=ROLLOUT)
-    _, on_device, _ = pr.anakin.rollout(anakin.env, behaviour, anakin.init(jax.random.key(0)).envs, ROLLOUT)
+    _, on_device, _ = pr.executors.anakin.rollout(anakin.env, behaviour, anakin.init(jax.random.key(0)).envs, ROLLOUT)
     structure = lambda tree: jax.tree.map(lambda x: (x.shape, x.dtype), tree)  # noqa: E731
     assert structure(trajectory) == structure(on_device)
     # The learner updates on it as it does on the on-device rollout.
@@ -100,7 +100,7 @@ def test_episode_statistics_count_whole_episodes():
     collector = GymnasiumCollector(
         _cartpole_vec(max_episode_steps=MAX_EPISODE_STEPS), _learner(), rollout_length=60, key=jax.random.key(2), seed=1
     )
-    trajectory, episodes = collector.collect(collector.learner.behaviour(collector.learner.init(jax.random.key(0))))
+    trajectory, episodes = collector.collect(collector.learner.agent(collector.learner.init(jax.random.key(0))))
     assert len(episodes.returns) == int(np.sum(trajectory.timestep.is_last[1:]))
     np.testing.assert_array_equal(episodes.returns, episodes.lengths)  # CartPole: reward 1 per step
     assert np.all((episodes.lengths >= 1) & (episodes.lengths <= MAX_EPISODE_STEPS))
@@ -125,7 +125,7 @@ def test_train_on_host_is_reproducible_and_lags_by_one_update_with_overlap(overl
     states = [learner.init(jax.random.key(0))]
     for k in range(5):
         acting = states[max(k - 1, 0)] if overlap else states[k]
-        trajectory, _ = collector.collect(learner.behaviour(acting))
+        trajectory, _ = collector.collect(learner.agent(acting))
         states.append(learner.update(states[k], trajectory)[0])
     helpers.assert_trees_close(result.state.params, states[-1].params, rtol=1e-6, atol=1e-6)
 

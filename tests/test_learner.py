@@ -20,7 +20,7 @@ def _update(learner, state, trajectory):
 
 
 def _act(learner, state, observation, key):
-    return learner.behaviour(state)(observation, learner.network.initial_carry(), key)
+    return learner.agent(state)(observation, learner.network.initial_carry(), key)
 
 
 def _updates(learner, state, trajectory, num_updates):
@@ -38,18 +38,21 @@ UPDATES = helpers.Compiled(_updates)
 
 
 def _setup(name, seed=0):
-    learner = helpers.LEARNERS[name](jax.random.key(seed))
-    return learner, learner.init(jax.random.key(0)), helpers.random_trajectory(seed, NUM_STEPS, BATCH)
+    case = helpers.LEARNERS[name]
+    learner = case.make(jax.random.key(seed))
+    trajectory = case.random_trajectory(seed, NUM_STEPS, BATCH)
+    first = jax.tree.map(lambda x: x[0], trajectory.timestep)
+    return learner, learner.init(jax.random.key(0), first), trajectory
 
 
 @pytest.mark.parametrize("name", helpers.LEARNERS)
 def test_learner_init(name):
     learner, state, _ = _setup(name)
-    assert isinstance(state, pr.LearnerState)
-    helpers.assert_trees_close(state.params, eqx.filter(learner.network, eqx.is_inexact_array), rtol=0, atol=0)
     assert int(state.num_updates) == 0 and state.num_updates.dtype == jnp.int32
     helpers.assert_trees_close(state.opt_state, learner.optimizer.init(state.params), rtol=0, atol=0)
-    helpers.assert_trees_close(learner.network_with(state.params), learner.network, rtol=0, atol=0)
+    # The state's network is the learner's own until the first update.
+    helpers.assert_trees_close(learner.network_at(state), learner.network, rtol=0, atol=0)
+    assert learner.agent(state).network is not None and learner.agent(state).policy.input_type is not None
 
 
 @pytest.mark.parametrize("name", helpers.LEARNERS)
@@ -78,7 +81,7 @@ def test_learner_update_traces_once(name):
     learner, state, _ = _setup(name)
     calls = []
     for seed in range(3):
-        trajectory = helpers.random_trajectory(seed, NUM_STEPS, BATCH)
+        trajectory = helpers.LEARNERS[name].random_trajectory(seed, NUM_STEPS, BATCH)
         calls.append((learner, state, trajectory))
         state, _ = UPDATE(learner, state, trajectory)
     helpers.check_traced_once(UPDATE, *calls)
@@ -86,18 +89,29 @@ def test_learner_update_traces_once(name):
 
 @pytest.mark.parametrize("name", helpers.LEARNERS)
 def test_learner_act_vmap_equals_loop(name):
-    learner, state, _ = _setup(name)
-    observations = helpers.normal(1, (4, *helpers.OBS_SHAPE))
+    learner, state, trajectory = _setup(name)
+    observations = jax.tree.map(lambda x: x[:4], trajectory.timestep.observation[:, 0])
     keys = jax.random.split(jax.random.key(2), 4)
     steps, carry = helpers.check_vmap_equals_loop(ACT, ACT_BATCH, (learner, state), (observations, keys))
     assert carry == ()
-    assert steps.action.shape == (4,) and steps.action.dtype == jnp.int32
-    # Greedy learners act with the argmax of their network.
-    q_values = jax.vmap(lambda o: learner.network(o, ())[0].q_values)(observations)
-    np.testing.assert_array_equal(steps.action, jnp.argmax(q_values, axis=-1))
+    assert steps.action.shape[0] == 4
+    if not helpers.LEARNERS[name].continuous:
+        assert steps.action.dtype == jnp.int32 and np.all((steps.action >= 0) & (steps.action < helpers.NUM_ACTIONS))
+    if isinstance(learner.policy, pr.policies.Greedy):  # greedy learners act with the argmax of their network
+        q_values = jax.vmap(lambda o: learner.network(o, ())[0].q_values)(observations)
+        np.testing.assert_array_equal(steps.action, jnp.argmax(q_values, axis=-1))
 
 
-@pytest.mark.parametrize("name", helpers.LEARNERS)
+# Policy-gradient objectives need not fall (an advantage-weighted log-probability has no
+# floor), and DQN learns from its replay buffer rather than the batch it is given.
+Q_LEARNERS = [
+    name
+    for name, case in helpers.LEARNERS.items()
+    if isinstance(case.make(jax.random.key(0)).loss, pr.losses.AbstractQLoss) and case.device_invariant
+]
+
+
+@pytest.mark.parametrize("name", Q_LEARNERS)
 def test_learner_updates_reduce_the_loss_on_a_fixed_batch(name):
     learner, state, trajectory = _setup(name)
     _, losses = UPDATES(learner, state, trajectory, 100)
@@ -114,7 +128,7 @@ def test_update_applies_the_gradient_of_the_loss():
     new_state, metrics = UPDATE(learner, state, trajectory)
 
     def objective(params):
-        return learner.loss(learner.network_with(params), trajectory)[0]
+        return learner.loss(pr.Agent(learner.network_with(params), learner.policy), trajectory)[0]
 
     loss, grads = eqx.filter_jit(jax.value_and_grad(objective))(state.params)
     np.testing.assert_allclose(metrics.loss, loss, rtol=1e-6)

@@ -1,10 +1,14 @@
 """Networks: the shared contract, torsos and heads by hand, construction errors."""
 
+from typing import final
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
+from jaxtyping import Array, Float, PRNGKeyArray
 
 import podrace as pr
 
@@ -46,8 +50,8 @@ def test_network_output_type_and_shapes(name):
     assert isinstance(network, pr.networks.AbstractNetwork)
     assert network.num_actions == helpers.NUM_ACTIONS
     assert carry == network.initial_carry() == ()
-    values = output.q_values if isinstance(output, pr.QValues) else output.logits
-    assert values.shape == (helpers.NUM_ACTIONS,) and values.dtype == jnp.float32
+    values = {pr.QValues: "q_values", pr.PolicyLogits: "logits", pr.GaussianParams: "mean"}[type(output)]
+    assert getattr(output, values).shape == (helpers.NUM_ACTIONS,) and getattr(output, values).dtype == jnp.float32
 
 
 @pytest.mark.parametrize("name", helpers.NETWORKS)
@@ -124,6 +128,13 @@ def test_heads_by_hand():
     assert value_head is not None
     np.testing.assert_allclose(output.value, value_head(features), rtol=1e-6)
     assert pr.networks.PolicyLogitHead(5, 4, key=jax.random.key(2))(features).value is None
+    assert head.in_size == q_head.in_size == 5 and head.emits_value and not q_head.emits_value
+
+    gaussian = pr.networks.GaussianHead(5, 2, key=jax.random.key(3))
+    assert gaussian.num_actions == gaussian.action_size == 2 and gaussian.in_size == 5 and not gaussian.emits_value
+    for part in (q_head, head, gaussian):
+        assert isinstance(part, pr.networks.AbstractHead)
+    assert isinstance(pr.networks.ValueHead(5, key=jax.random.key(4)), pr.networks.AbstractValueHead)
 
 
 def test_network_sizes_are_static_and_parameters_are_leaves():
@@ -180,3 +191,170 @@ def test_actor_critic_network_rejects_a_head_with_its_own_value_and_mismatched_s
             pr.networks.MLPTorso(helpers.OBS_SHAPE, (6,), key=key),
             pr.networks.ValueHead(8, key=key),
         )
+
+
+# --------------------------------------------------------------------------------------
+# ConvTorso.
+# --------------------------------------------------------------------------------------
+
+
+def test_conv_torso_by_hand():
+    torso = pr.networks.ConvTorso((5, 4, 2), (3,), kernel_sizes=2, strides=2, key=jax.random.key(0))
+    conv = torso.convs[0]
+    assert isinstance(torso, pr.networks.AbstractTorso) and torso.layers == ()
+    assert torso.output_size == 3 * 3 * 2  # SAME: ceil(5 / 2) x ceil(4 / 2) positions, 3 channels
+    observation = helpers.normal(1, (5, 4, 2))
+    # The same convolution in channels-last layout, zero-padded at the end (SAME).
+    expected = jax.lax.conv_general_dilated(
+        observation[None],
+        jnp.transpose(conv.weight, (2, 3, 1, 0)),
+        window_strides=(2, 2),
+        padding=((0, 1), (0, 0)),
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )[0] + jnp.reshape(conv.bias, (1, 1, 3))
+    # Features are flattened channel-first.
+    expected = np.maximum(np.transpose(np.asarray(expected), (2, 0, 1)).reshape(-1), 0)
+    np.testing.assert_allclose(torso(observation), expected, rtol=1e-5, atol=1e-6)
+    # Integer images are cast (not rescaled) to the parameters' dtype.
+    pixels = jnp.asarray(np.arange(40).reshape(5, 4, 2) % 7, jnp.uint8)
+    np.testing.assert_allclose(torso(pixels), torso(pixels.astype(jnp.float32)), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "shape, options",
+    [
+        ((5, 3, 1), dict(channels=(4,))),
+        ((5, 3, 1), dict(channels=(4, 6), kernel_sizes=(3, 2), strides=(1, 2), hidden_sizes=(8,))),
+        ((9, 7, 3), dict(channels=(4, 4, 2), kernel_sizes=3, strides=2)),
+        ((9, 7, 3), dict(channels=(4, 2), kernel_sizes=(3, 2), strides=(2, 1), padding="VALID")),
+        ((10, 10, 1), dict(channels=(2,), kernel_sizes=4, strides=3, padding="VALID", hidden_sizes=(5, 7))),
+    ],
+)
+def test_conv_torso_output_size_matches_its_output(shape, options):
+    torso = pr.networks.ConvTorso(shape, key=jax.random.key(0), **options)
+    output = jax.eval_shape(torso, jax.ShapeDtypeStruct(shape, jnp.float32))
+    assert output.shape == (torso.output_size,) and output.dtype == jnp.float32
+
+
+@pytest.mark.parametrize(
+    "shape, options, match",
+    [
+        ((5, 3), dict(channels=(4,)), r"observations of shape \(height, width, channels\), got \(5, 3\)"),
+        ((5, 3, 1), dict(channels=()), "at least one convolution"),
+        ((5, 3, 1), dict(channels=(4, 4), kernel_sizes=(3,)), r"kernel_sizes must be .* one per convolution \(2\)"),
+        ((5, 3, 1), dict(channels=(4,), strides=0), "strides must be a positive integer"),
+        ((5, 3, 1), dict(channels=(4,), hidden_sizes=(0,)), "hidden_sizes must be positive"),
+        (
+            (5, 3, 1),
+            dict(channels=(4,), kernel_sizes=4, padding="VALID"),
+            "does not fit .* use smaller kernels or SAME",
+        ),
+    ],
+)
+def test_conv_torso_rejects_bad_configurations(shape, options, match):
+    with pytest.raises(ValueError, match=match):
+        pr.networks.ConvTorso(shape, key=jax.random.key(0), **options)
+
+
+def test_conv_q_network_trains_in_anakin_on_catch():
+    env = pr.envs.Catch(rows=helpers.CATCH_ROWS, columns=helpers.CATCH_COLUMNS)
+    network = helpers.conv_q_network(jax.random.key(0), env.observation_space.shape, env.action_space.num_values)
+    loss = pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9)
+    learner = pr.Learner(network, pr.policies.Greedy(), loss, optax.adam(1e-2))
+    pipeline = pr.Anakin(env, learner, num_envs=2, rollout_length=4)
+    state = pipeline.init(jax.random.key(1))
+    result = pipeline.train(state, num_updates=3)
+    assert result.metrics.update.loss.shape == (3,)
+    helpers.assert_all_finite(result.metrics.update)
+    assert np.all(np.asarray(result.metrics.update.grad_norm) > 0)
+    helpers.assert_all_finite(result.state.learner.params)
+    helpers.assert_trees_differ(result.state.learner.params.torso.convs, state.learner.params.torso.convs)
+
+
+# --------------------------------------------------------------------------------------
+# A head from outside the library.
+# --------------------------------------------------------------------------------------
+
+
+@final
+class DuelingQHead(pr.networks.AbstractHead[pr.QValues]):
+    """A dueling head (Wang et al., 2016): a state value plus mean-centred advantages."""
+
+    value: eqx.nn.Linear
+    advantages: eqx.nn.Linear
+    in_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = pr.QValues
+
+    def __init__(self, in_size: int, num_actions: int, *, key: PRNGKeyArray):
+        value_key, advantage_key = jax.random.split(key)
+        self.value = eqx.nn.Linear(in_size, "scalar", key=value_key)
+        self.advantages = eqx.nn.Linear(in_size, num_actions, key=advantage_key)
+        self.in_size, self.num_actions, self.emits_value = in_size, num_actions, False
+
+    def __call__(self, features: Float[Array, " in_size"]) -> pr.QValues:
+        advantages = self.advantages(features)
+        return pr.QValues(self.value(features) + advantages - jnp.mean(advantages))
+
+
+@pytest.mark.parametrize("conv", [False, True], ids=["mlp", "conv"])
+def test_a_user_defined_head_plugs_into_the_networks_and_checks(conv):
+    torso_key, head_key = jax.random.split(jax.random.key(0))
+    if conv:
+        torso = pr.networks.ConvTorso(helpers.OBS_SHAPE, (4,), hidden_sizes=(8,), key=torso_key)
+    else:
+        torso = pr.networks.MLPTorso(helpers.OBS_SHAPE, (8,), key=torso_key)
+    head = DuelingQHead(torso.output_size, helpers.NUM_ACTIONS, key=head_key)
+    network = pr.networks.FeedForwardNetwork(torso, head)
+    assert network.output_type is pr.QValues and network.num_actions == helpers.NUM_ACTIONS
+    observation = helpers.normal(0, helpers.OBS_SHAPE)
+    output, carry = APPLY(network, observation)
+    assert carry == ()
+    value, advantages = head.value(torso(observation)), head.advantages(torso(observation))
+    expected = np.asarray(value) + np.asarray(advantages) - np.mean(np.asarray(advantages))
+    np.testing.assert_allclose(output.q_values, expected, rtol=1e-5, atol=1e-6)
+    # The library's checks read the head's attributes: it acts and learns in Catch...
+    learner = pr.Learner(network, pr.policies.Greedy(), pr.losses.QLearningLoss(discount=0.99), optax.adam(1e-2))
+    pr.Anakin(
+        pr.envs.Catch(rows=helpers.CATCH_ROWS, columns=helpers.CATCH_COLUMNS), learner, num_envs=2, rollout_length=2
+    )
+    # ...but not with a policy for logits, nor with a torso of another width, nor as an actor-critic's policy.
+    with pytest.raises(ValueError, match=r"reads PolicyLogits but the network emits QValues"):
+        pr.Learner(network, pr.policies.Categorical(), pr.losses.QLearningLoss(discount=0.99), optax.adam(1e-2))
+    with pytest.raises(ValueError, match=r"torso emits 6 features but the head takes 8"):
+        pr.networks.FeedForwardNetwork(pr.networks.MLPTorso(helpers.OBS_SHAPE, (6,), key=torso_key), head)
+    with pytest.raises(ValueError, match=r"head emits QValues, which has no value"):
+        pr.networks.ActorCriticNetwork(torso, head, torso, pr.networks.ValueHead(8, key=head_key))
+
+
+def test_a_head_must_name_its_output_type():
+    @final
+    class NoOutputType(pr.networks.AbstractHead[pr.QValues]):
+        """A head that forgets its output_type."""
+
+        in_size: int = 3
+        num_actions: int = 2
+        emits_value: bool = False
+
+        def __call__(self, features: Float[Array, " in_size"]) -> pr.QValues:
+            return pr.QValues(features[:2])
+
+    with pytest.raises(TypeError, match="must set the class attribute output_type"):
+        NoOutputType()
+
+
+def test_actor_critic_network_takes_any_torso():
+    keys = jax.random.split(jax.random.key(0), 4)
+    actor = pr.networks.ConvTorso(helpers.OBS_SHAPE, (4,), hidden_sizes=(8,), key=keys[0])
+    critic = pr.networks.MLPTorso(helpers.OBS_SHAPE, (6,), key=keys[1])
+    network = pr.networks.ActorCriticNetwork(
+        actor,
+        pr.networks.GaussianHead(8, 2, key=keys[2]),
+        critic,
+        pr.networks.ValueHead(6, key=keys[3]),
+    )
+    observation = helpers.normal(0, helpers.OBS_SHAPE)
+    output, _ = network(observation, ())
+    assert network.output_type is pr.GaussianParams and network.num_actions == 2
+    np.testing.assert_allclose(output.value, network.value_head(critic(observation)), rtol=1e-6)

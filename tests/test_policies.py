@@ -37,69 +37,88 @@ GRADS = helpers.Compiled(_log_prob_and_entropy)
 FREQUENCIES = helpers.Compiled(_action_frequencies)
 
 
-def _outputs(policy, seed, batch):
-    return helpers.random_output(policy.input_type, seed, (batch,))
+# Registry entries whose policies act without randomness, and those that act in Box
+# action spaces (with their continuous entries).
+DETERMINISTIC = {"greedy", "mode", "mode-gaussian"}
+CONTINUOUS = {"gaussian", "mode-gaussian"}
+ALSO_CONTINUOUS = {"mode", "mode-gaussian", "gaussian"}
+
+
+def _policy(name):
+    return helpers.POLICIES[name][0]()
+
+
+def _output(name, seed):
+    return helpers.random_output(helpers.POLICIES[name][1], seed)
+
+
+def _outputs(name, seed, batch):
+    return helpers.random_output(helpers.POLICIES[name][1], seed, (batch,))
 
 
 @pytest.mark.parametrize("name", helpers.POLICIES)
 def test_policy_step_is_consistent_with_its_distribution(name):
-    policy = helpers.POLICIES[name]()
-    output = helpers.random_output(policy.input_type, 0)
+    policy = _policy(name)
+    output = _output(name, 0)
     step = ACT(policy, output, jax.random.key(1))
     assert isinstance(step, pr.PolicyStep)
-    assert step.action.dtype == jnp.int32 and step.action.shape == ()
-    assert bool(pr.Discrete(helpers.NUM_ACTIONS).contains(step.action))
+    if name in CONTINUOUS:
+        assert step.action.dtype == jnp.float32 and step.action.shape == (helpers.NUM_ACTIONS,)
+    else:
+        assert step.action.dtype == jnp.int32 and step.action.shape == ()
+        assert bool(pr.Discrete(helpers.NUM_ACTIONS).contains(step.action))
+        assert float(step.log_prob) <= 0.0 and float(step.entropy) >= 0.0
     distribution = policy.distribution(output)
     np.testing.assert_allclose(step.log_prob, distribution.log_prob(step.action), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(step.entropy, distribution.entropy(), rtol=1e-5, atol=1e-6)
-    assert float(step.log_prob) <= 0.0 and float(step.entropy) >= 0.0
 
 
 @pytest.mark.parametrize("name", helpers.POLICIES)
 def test_policy_jit_equals_eager(name):
-    policy = helpers.POLICIES[name]()
-    output = helpers.random_output(policy.input_type, 2)
+    policy = _policy(name)
+    output = _output(name, 2)
     helpers.check_jit_equals_eager(ACT, policy, output, jax.random.key(3), rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", helpers.POLICIES)
 def test_policy_vmap_equals_loop(name):
-    policy = helpers.POLICIES[name]()
-    outputs = _outputs(policy, 4, 5)
+    policy = _policy(name)
+    outputs = _outputs(name, 4, 5)
     keys = jax.random.split(jax.random.key(5), 5)
     helpers.check_vmap_equals_loop(ACT, ACT_BATCH, (policy,), (outputs, keys), rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", helpers.POLICIES)
 def test_policy_is_deterministic_under_a_key(name):
-    policy = helpers.POLICIES[name]()
-    outputs = _outputs(policy, 6, 16)
+    policy = _policy(name)
+    outputs = _outputs(name, 6, 16)
     keys = jax.random.split(jax.random.key(7), 16)
     first, second = ACT_BATCH(policy, outputs, keys), ACT_BATCH(policy, outputs, keys)
     helpers.assert_trees_close(first, second, rtol=0, atol=0)
-    if name != "greedy":
+    if name not in DETERMINISTIC:
         # The same output with other keys gives other actions.
-        output = helpers.random_output(policy.input_type, 8)
-        assert np.count_nonzero(_frequencies(policy, output)) > 1
+        output = _output(name, 8)
+        actions = ACT_BATCH(policy, jax.tree.map(lambda x: jnp.stack([x] * 16), output), keys).action
+        assert len({tuple(np.asarray(a).ravel()) for a in actions}) > 1
 
 
 @pytest.mark.parametrize("name", helpers.POLICIES)
 def test_policy_gradients_are_finite(name):
-    policy = helpers.POLICIES[name]()
-    output = helpers.random_output(policy.input_type, 8)
+    policy = _policy(name)
+    output = _output(name, 8)
     helpers.assert_all_finite(GRADS(policy, output, jax.random.key(9)))
 
 
 @pytest.mark.parametrize("name", helpers.POLICIES)
 def test_policy_traces_once(name):
-    policy = helpers.POLICIES[name]()
-    calls = [(policy, helpers.random_output(policy.input_type, seed), jax.random.key(20 + seed)) for seed in range(3)]
+    policy = _policy(name)
+    calls = [(policy, _output(name, seed), jax.random.key(20 + seed)) for seed in range(3)]
     helpers.check_traced_once(ACT, *calls)
 
 
-@pytest.mark.parametrize("name", helpers.POLICIES)
+@pytest.mark.parametrize("name", [name for name in helpers.POLICIES if name not in ALSO_CONTINUOUS])
 def test_policy_refuses_continuous_actions(name):
-    policy = helpers.POLICIES[name]()
+    policy = _policy(name)
     policy.check_action_space(pr.Discrete(4))
     with pytest.raises(ValueError, match=r"chooses among discrete actions.*Box"):
         policy.check_action_space(helpers.Point().action_space)
@@ -157,6 +176,8 @@ def test_policies_read_their_input_type():
     assert pr.policies.EpsilonGreedy.input_type is pr.QValues
     assert pr.policies.Softmax.input_type is pr.QValues
     assert pr.policies.Categorical.input_type is pr.PolicyLogits
+    assert pr.policies.Gaussian.input_type is pr.GaussianParams
+    assert pr.policies.Mode.input_type is pr.AbstractPolicyOutput
 
 
 def test_policy_hyperparameters_are_array_leaves():
@@ -177,3 +198,113 @@ def test_epsilon_greedy_rejects_epsilon_outside_the_unit_interval(epsilon):
 def test_softmax_rejects_non_positive_temperatures(temperature):
     with pytest.raises(ValueError, match="Softmax: temperature must be positive"):
         pr.policies.Softmax(temperature)
+
+
+# --------------------------------------------------------------------------------------
+# Mode: the deterministic policy over policy heads.
+# --------------------------------------------------------------------------------------
+
+ACTION_SIZE = 2
+
+
+def _gaussian(seed, batch=()):
+    return helpers.random_output(pr.GaussianParams, seed, batch, num_actions=ACTION_SIZE)
+
+
+def test_mode_takes_the_argmax_of_the_logits():
+    policy = pr.policies.Mode()
+    logits = jnp.asarray([0.3, 1.5, -2.0])
+    step = ACT(policy, pr.PolicyLogits(logits, jnp.asarray(0.7)), jax.random.key(0))
+    assert step.action.dtype == jnp.int32 and step.action.shape == () and int(step.action) == 1
+    log_softmax = np.asarray(jax.nn.log_softmax(logits), np.float64)
+    np.testing.assert_allclose(step.log_prob, log_softmax[1], rtol=1e-6)
+    np.testing.assert_allclose(step.entropy, -np.sum(np.exp(log_softmax) * log_softmax), rtol=1e-6)
+    # The first maximiser on ties, whatever the key.
+    tie = pr.PolicyLogits(jnp.asarray([1.0, 3.0, 3.0]))
+    actions = {int(ACT(policy, tie, jax.random.key(seed)).action) for seed in range(3)}
+    assert actions == {1}
+    outputs = _outputs("mode", 11, 16)
+    batch = ACT_BATCH(policy, outputs, jax.random.split(jax.random.key(12), 16))
+    np.testing.assert_array_equal(batch.action, np.argmax(np.asarray(outputs.logits), axis=-1))
+
+
+def test_mode_takes_the_mean_of_a_gaussian():
+    policy, output = pr.policies.Mode(), _gaussian(0)
+    step = ACT(policy, output, jax.random.key(0))
+    assert step.action.dtype == jnp.float32 and step.action.shape == (ACTION_SIZE,)
+    np.testing.assert_array_equal(step.action, output.mean)
+    # The density at the mean, and the entropy, of the head's Gaussian (float64 formulas).
+    log_std = np.asarray(output.log_std, np.float64)
+    np.testing.assert_allclose(step.log_prob, np.sum(-log_std - 0.5 * np.log(2 * np.pi)), rtol=1e-5)
+    np.testing.assert_allclose(step.entropy, np.sum(0.5 * np.log(2 * np.pi * np.e) + log_std), rtol=1e-5)
+    # The standard deviations do not move the mode; other keys do not either.
+    wider = eqx.tree_at(lambda o: o.log_std, output, output.log_std + 1.0)
+    np.testing.assert_array_equal(ACT(policy, wider, jax.random.key(1)).action, output.mean)
+
+
+def test_mode_acts_in_discrete_spaces_and_flat_float_boxes():
+    policy = pr.policies.Mode()
+    policy.check_action_space(pr.Discrete(4))
+    policy.check_action_space(helpers.Point().action_space)
+    with pytest.raises(ValueError, match=r"Mode takes flat action vectors.*flatten the action space"):
+        policy.check_action_space(pr.Box(-1.0, 1.0, (2, 2)))
+    with pytest.raises(ValueError, match=r"Mode acts among discrete actions or with real action vectors.*int32"):
+        policy.check_action_space(pr.Box(0, 3, (2,), jnp.int32))
+
+
+# --------------------------------------------------------------------------------------
+# Evaluation: the policy must read the network's outputs.
+# --------------------------------------------------------------------------------------
+
+
+def _catch():
+    return pr.envs.Catch(rows=helpers.CATCH_ROWS, columns=helpers.CATCH_COLUMNS)
+
+
+def test_evaluate_refuses_a_policy_that_cannot_read_the_network():
+    key = jax.random.key(0)
+    logits = helpers.logit_network(key, with_value=True)
+    with pytest.raises(
+        ValueError,
+        match=r"The policy Greedy reads QValues but the network emits PolicyLogits; .*podrace\.policies\.Mode",
+    ):
+        pr.evaluate(_catch(), logits, pr.policies.Greedy(), num_episodes=1, key=key)
+    with pytest.raises(
+        ValueError,
+        match=r"The policy Mode reads AbstractPolicyOutput but the network emits QValues; .*podrace\.policies\.Greedy",
+    ):
+        pr.evaluate(_catch(), helpers.q_network(key), pr.policies.Mode(), num_episodes=1, key=key)
+    with pytest.raises(ValueError, match=r"emits PolicyLogits \(discrete actions\).*GaussianHead"):
+        network = helpers.logit_network(key, observation_shape=(3,), num_actions=1)
+        pr.evaluate(pr.envs.pendulum_v1(), network, pr.policies.Mode(), num_episodes=1, key=key)
+
+
+def test_evaluate_with_the_mode_of_a_logits_network():
+    network = helpers.logit_network(jax.random.key(0), with_value=True)
+    result = pr.evaluate(_catch(), network, pr.policies.Mode(), num_episodes=4, key=jax.random.key(1))
+    assert bool(result.completed.all())
+    np.testing.assert_array_equal(result.lengths, np.full(4, helpers.CATCH_ROWS - 1))
+    assert set(np.asarray(result.returns).tolist()) <= {-1.0, 1.0}
+    # Acting by the mode is acting greedily on the logits read as action values.
+    as_q_values = helpers.q_network(jax.random.key(2))
+    as_q_values = eqx.tree_at(lambda n: n.torso, as_q_values, network.torso)
+    as_q_values = eqx.tree_at(lambda n: n.head.linear, as_q_values, network.head.linear)
+    greedy = pr.evaluate(_catch(), as_q_values, pr.policies.Greedy(), num_episodes=4, key=jax.random.key(1))
+    helpers.assert_trees_close(result, greedy)
+
+
+def test_evaluate_with_the_mode_of_a_gaussian_network_on_pendulum():
+    env = pr.envs.pendulum_v1()
+    steps = 20
+
+    def run(initial_log_std):
+        network = helpers.gaussian_network(
+            jax.random.key(0), observation_shape=(3,), action_size=1, initial_log_std=initial_log_std
+        )
+        return pr.evaluate(env, network, pr.policies.Mode(), num_episodes=3, key=jax.random.key(1), max_steps=steps)
+
+    result = run(0.0)
+    np.testing.assert_array_equal(result.lengths, np.full(3, steps))
+    assert np.all(np.isfinite(result.returns)) and np.all(np.asarray(result.returns) <= 0.0)
+    # The mode is the mean: the standard deviation changes nothing.
+    helpers.assert_trees_close(run(1.5), result)

@@ -136,6 +136,18 @@ def test_population_spread_over_two_devices_equals_one_device(multidevice_runs):
             np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+def test_members_with_their_environments_split_over_devices_equal_each_member_alone(multidevice_runs):
+    # Population outer, devices inner: the device-free core under vmap inside shard_map.
+    with (
+        np.load(multidevice_runs.two_devices / "members.npz") as two,
+        np.load(multidevice_runs.one_device / "members.npz") as one,
+    ):
+        assert one.files and sorted(one.files) == sorted(two.files)
+        for name in one.files:
+            assert two[name].shape[0] == 2
+            np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 @pytest.mark.parametrize(
     ("hyperparameters", "size", "message"),
     [

@@ -10,7 +10,6 @@ import optax
 import pytest
 
 import podrace as pr
-from podrace.learners.learner import _shuffled_minibatches
 
 from . import helpers
 
@@ -69,7 +68,7 @@ def test_ppo_loss_matches_a_float64_loop(seed):
     loss = pr.losses.PPOLoss(discount=0.9, lambda_=0.8, clip_epsilon=0.2, entropy_coefficient=0.05)
     network = helpers.logit_network(jax.random.key(seed), with_value=True)
     trajectory = _behaviour_log_probs(helpers.random_trajectory(seed, 10, 4), seed)
-    value, terms = loss(network, trajectory)
+    value, terms = loss(helpers.agent(network), trajectory)
     expected = _reference_ppo(loss, network, trajectory)
     np.testing.assert_allclose(value, expected["loss"], rtol=2e-5, atol=1e-6)
     for name in ("policy_loss", "value_loss", "entropy"):
@@ -90,7 +89,7 @@ def test_ppo_gradient_is_zero_for_ratios_clipped_on_the_side_of_the_advantage():
         trajectory,
         (jnp.full_like(trajectory.policy_step.log_prob, -30.0), jnp.full_like(trajectory.timestep.reward, 10.0)),
     )
-    grads = jax.grad(lambda net: loss(net, trajectory)[0])(network)
+    grads = jax.grad(lambda net: loss(helpers.agent(net), trajectory)[0])(network)
     helpers.assert_trees_close(grads, jax.tree.map(jnp.zeros_like, grads), rtol=0, atol=0)
 
 
@@ -110,7 +109,7 @@ def test_ppo_loss_rejects_bad_hyperparameters(kwargs, message):
 def test_ppo_loss_needs_a_value_head():
     loss = pr.losses.PPOLoss(discount=0.9)
     with pytest.raises(ValueError, match=r"PPOLoss needs state values.*with_value=True"):
-        loss(helpers.logit_network(jax.random.key(0)), helpers.random_trajectory(0, 4, 2))
+        loss(helpers.agent(helpers.logit_network(jax.random.key(0))), helpers.random_trajectory(0, 4, 2))
 
 
 # --------------------------------------------------------------------------------------
@@ -120,13 +119,24 @@ def test_ppo_loss_needs_a_value_head():
 
 def test_minibatches_partition_the_environments():
     trajectory = helpers.random_trajectory(0, 4, 6)
-    minibatches = _shuffled_minibatches(trajectory, 3, jax.random.key(0))
+    minibatches = pr.learners.shuffled_minibatches(trajectory, 3, jax.random.key(0), axis_name=None)
     assert minibatches.timestep.reward.shape == (3, 5, 2)
     assert minibatches.policy_step.action.shape == (3, 4, 2)
     # Each environment's trajectory appears once, whole.
     columns = np.asarray(trajectory.timestep.observation).reshape(5, 6, -1).transpose(1, 0, 2).reshape(6, -1)
     picked = np.asarray(minibatches.timestep.observation).reshape(3, 5, 2, -1).transpose(0, 2, 1, 3).reshape(6, -1)
     assert sorted(map(tuple, picked)) == sorted(map(tuple, columns))
+    # Groups of 3 consecutive environments send one environment to each minibatch.
+    order = np.asarray(pr.learners.shuffled_minibatches(_env_indices(6), 3, jax.random.key(0), axis_name=None).carry)
+    assert sorted(order.ravel().tolist()) == list(range(6))
+    for minibatch in order:
+        assert sorted(minibatch // 3) == [0, 1]
+
+
+def _env_indices(num_envs):
+    """A batch of trajectories whose carry is each environment's index (to follow the split)."""
+    trajectory = helpers.random_trajectory(0, 1, num_envs)
+    return pr.Trajectory(trajectory.timestep, trajectory.policy_step, jnp.arange(num_envs))
 
 
 def test_epochs_and_minibatches_take_one_gradient_step_each():
@@ -142,10 +152,12 @@ def test_epochs_and_minibatches_take_one_gradient_step_each():
     _, shuffle_key = jax.random.split(state.key)
     params, opt_state, losses = state.params, optimizer.init(state.params), []
     for epoch_key in jax.random.split(shuffle_key, 2):
-        minibatches = _shuffled_minibatches(trajectory, 3, epoch_key)
+        minibatches = pr.learners.shuffled_minibatches(trajectory, 3, epoch_key, axis_name=None)
         for m in range(3):
             minibatch = jax.tree.map(lambda x, m=m: x[m], minibatches)
-            objective = functools.partial(lambda p, batch: loss(learner.network_with(p), batch), batch=minibatch)
+            objective = functools.partial(
+                lambda p, batch: loss(pr.Agent(learner.network_with(p), learner.policy), batch), batch=minibatch
+            )
             (value, _), grads = jax.value_and_grad(objective, has_aux=True)(params)
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params, losses = optax.apply_updates(params, updates), [*losses, value]
@@ -165,3 +177,23 @@ def test_minibatches_must_divide_the_environments():
 def test_learner_rejects_non_positive_epochs_and_minibatches(option):
     with pytest.raises(ValueError, match=rf"{option} must be a positive integer"):
         helpers.make_learner(jax.random.key(0), **{option: 0})
+
+
+def test_pipelines_refuse_minibatches_that_do_not_divide_their_environments():
+    learner = helpers.make_learner(jax.random.key(0), num_minibatches=4)
+    with pytest.raises(ValueError, match=r"num_minibatches=4 must divide the number of environments per device \(6\)"):
+        pr.Anakin(pr.envs.Catch(rows=5, columns=3), learner, num_envs=6, rollout_length=4)
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        pr.losses.PPOLoss(discount=0.9),
+        pr.losses.A2CLoss(discount=0.9),
+        pr.losses.ReinforceLoss(discount=0.9, baseline=True),
+    ],
+)
+def test_pipelines_refuse_a_value_loss_on_a_head_without_values(loss):
+    learner = pr.Learner(helpers.logit_network(jax.random.key(0)), pr.policies.Categorical(), loss, helpers.ADAM)
+    with pytest.raises(ValueError, match=rf"{type(loss).__name__} needs state values.*with_value=True"):
+        pr.Anakin(pr.envs.Catch(rows=5, columns=3), learner, num_envs=2, rollout_length=4)

@@ -31,7 +31,7 @@ CLASSES = _classes()
 
 def test_the_namespaces_hold_classes():
     names = set(CLASSES)
-    assert "podrace.anakin.Anakin" in names and "podrace.envs.catch.Catch" in names
+    assert "podrace.executors.anakin.Anakin" in names and "podrace.envs.catch.Catch" in names
     assert len(names) > 20
 
 

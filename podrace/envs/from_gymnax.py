@@ -1,6 +1,7 @@
 """An adapter that runs any gymnax environment as a podrace environment."""
 
 import contextlib
+import dataclasses
 from collections.abc import Hashable, Iterator
 from typing import Any, final
 
@@ -99,7 +100,7 @@ def _as_array(leaf: Any) -> Array | None:
 
 
 def _as_arrays(tree: PyTree) -> PyTree:
-    """Python numbers and NumPy arrays in `tree` (gymnax states start with some) as JAX arrays."""
+    """Python numbers and NumPy arrays in `tree` as JAX arrays."""
     return jax.tree.map(
         lambda x: jnp.asarray(x) if isinstance(x, _PYTHON_NUMBERS | np.generic | np.ndarray) else x, tree
     )
@@ -132,11 +133,62 @@ def _bound(bound: Any, dtype: np.dtype) -> Array:
     return bound.astype(dtype)
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _memory_chain_bounds(low: Array, high: Array, params: PyTree) -> tuple[Array, Array]:
+    # [1 - time / memory_length, query, 2 * context bit - 1]: the time entry reaches
+    # -1 / memory_length on an episode's last step, the context bits are -1 or 1.
+    return jnp.minimum(low, -1.0), high
+
+
+def _umbrella_chain_bounds(low: Array, high: Array, params: PyTree) -> tuple[Array, Array]:
+    # [need umbrella, has umbrella, 1 - time / chain_length, distractors]: on an
+    # episode's last step XLA may round the time entry to just below 0 (-1.5e-8).
+    return low.at[2].min(-float(np.finfo(np.float32).eps)), high
+
+
+def _mnist_bandit_bounds(low: Array, high: Array, params: PyTree) -> tuple[Array, Array]:
+    # gymnax reads MNIST's 0..255 pixels as int8 (-128..127) before dividing by 255.
+    return jnp.minimum(low, -128 / 255), high
+
+
+def _gaussian_bandit_bounds(low: Array, high: Array, params: PyTree) -> tuple[Array, Array]:
+    # [last reward, one-hot last action, time]: the reward is Gaussian; the time is
+    # normalised to [-1, 1] by default.
+    return low.at[0].min(-_FLOAT32_MAX).at[3].min(-1.0), high.at[0].max(_FLOAT32_MAX)
+
+
+def _meta_maze_bounds(low: Array, high: Array, params: PyTree) -> tuple[Array, Array]:
+    # [receptive field, one-hot last action, last reward, time]: the reward is
+    # params.reward at the goal plus params.punishment on a wall; the time is
+    # normalised to [-1, 1] if params.normalize_time.
+    rewards = jnp.stack([params.reward, params.punishment, params.reward + params.punishment])
+    return low.at[-2].min(jnp.min(rewards)).at[-1].min(-1.0), high.at[-2].max(jnp.max(rewards))
+
+
+OBSERVATION_BOUNDS_CORRECTIONS = {
+    "gymnax.environments.bsuite.memory_chain.MemoryChain": _memory_chain_bounds,
+    "gymnax.environments.bsuite.umbrella_chain.UmbrellaChain": _umbrella_chain_bounds,
+    "gymnax.environments.bsuite.mnist.MNISTBandit": _mnist_bandit_bounds,
+    "gymnax.environments.misc.gaussian_bandit.GaussianBandit": _gaussian_bandit_bounds,
+    "gymnax.environments.misc.meta_maze.MetaMaze": _meta_maze_bounds,
+}
+"""The gymnax environment classes (by module and name) whose observations leave the
+`Box` they declare (in gymnax 1.0), each with the function that widens the declared
+`(low, high)`, given the env params, to cover them. It only widens, so that bounds
+fixed in a later gymnax stay covered."""
+
+
+def _class_path(env: Any) -> str:
+    return f"{type(env).__module__}.{type(env).__qualname__}"
+
+
 def _convert_space(space: Any, env: Any, role: str, observation: jax.ShapeDtypeStruct | None = None) -> AbstractSpace:
     """podrace's space for a gymnax `Discrete` or `Box`.
 
-    For an observation space, `observation` is what `reset_env` returns (shape and
-    dtype): a Box takes its dtype from it, and a mismatched shape is an error.
+    For an observation space, `observation` is the observations' shape and dtype (see
+    `_probe`): a Box takes its dtype from it, and a mismatched shape is an error.
     """
     spaces = _import_gymnax().environments.spaces
     if isinstance(space, spaces.Discrete):
@@ -166,8 +218,12 @@ def _convert_space(space: Any, env: Any, role: str, observation: jax.ShapeDtypeS
 
 def _observation_space(env: Any, params: PyTree, observation: jax.ShapeDtypeStruct) -> AbstractSpace:
     with _gymnax_numpy_rules():
-        space = env.observation_space(params)
-    return _convert_space(space, env, "observation", observation)
+        space = _convert_space(env.observation_space(params), env, "observation", observation)
+        widen = OBSERVATION_BOUNDS_CORRECTIONS.get(_class_path(env))
+        if widen is None or not isinstance(space, Box):
+            return space
+        low, high = widen(space.low, space.high, params)
+    return Box(low, high, space.shape, space.dtype)
 
 
 def _action_space(env: Any, params: PyTree) -> AbstractSpace:
@@ -184,7 +240,7 @@ def _action_space(env: Any, params: PyTree) -> AbstractSpace:
 def _reset(env: Any, params: PyTree, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
     with _gymnax_numpy_rules():
         observation, state = env.reset_env(key, params)
-    return _as_arrays(state), TimeStep.first(_as_arrays(observation))
+    return state, TimeStep.first(_as_arrays(observation))
 
 
 def _step(env: Any, params: PyTree, state: PyTree, action: Array, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
@@ -203,14 +259,35 @@ def _step(env: Any, params: PyTree, state: PyTree, action: Array, key: PRNGKeyAr
     else:
         terminated, truncated = done, jnp.asarray(False)
     timestep = TimeStep.transition(_as_arrays(observation), reward, terminated, truncated)
-    return _as_arrays(next_state), timestep
+    return next_state, timestep
 
 
-def _probe(env: Any, params: PyTree) -> jax.ShapeDtypeStruct:
-    """Traces a reset, both spaces and a step with `params` (arrays as abstract inputs,
-    static leaves as values); returns the observation's shape and dtype. Raises what
-    gymnax raises when some leaf cannot be traced."""
+def _joined_dtypes(*trees: PyTree) -> tuple[np.dtype, ...]:
+    """For each leaf of `trees` (one state or observation, from a reset and a step), the
+    strong dtype that holds all of its values: JAX's promotion of the leaf's dtypes, in
+    which a weakly typed leaf takes the dtype of a strong one (a Python `0` after a
+    reset and an `int32` after a step are `int32`; a weakly typed `float32` alone is a
+    strong `float32`)."""
+    leaves = [jax.tree.leaves(tree) for tree in trees]
+    with _gymnax_numpy_rules():
+        return tuple(jnp.result_type(*leaf) for leaf in zip(*leaves, strict=True))
+
+
+def _cast(tree: PyTree, dtypes: tuple[np.dtype, ...]) -> PyTree:
+    """`tree` with each leaf an array of its dtype in `dtypes` (in leaf order)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return jax.tree.unflatten(treedef, [jnp.asarray(x, dtype) for x, dtype in zip(leaves, dtypes, strict=True)])
+
+
+def _probe(env: Any, params: PyTree) -> tuple[jax.ShapeDtypeStruct, tuple[np.dtype, ...]]:
+    """Traces a reset, both spaces and steps with `params` (arrays as abstract inputs,
+    static leaves as values). Returns the observation's shape and a dtype that holds the
+    observations of the reset and the steps, and the dtypes of the state's leaves: the
+    least (strong) dtypes that hold the reset's state and in which a step returns a
+    state that they hold, found by joining them with a step's (`_joined_dtypes`) until
+    they no longer change. Raises what gymnax raises when some leaf cannot be traced."""
     dynamic, static = eqx.partition(params, eqx.is_array)
+    found: list[tuple[np.dtype, ...]] = []  # the state's dtypes, static values found while tracing
 
     def run(dynamic: PyTree) -> Array:
         gymnax_params = _unwrap_params(eqx.combine(dynamic, static))
@@ -222,17 +299,33 @@ def _probe(env: Any, params: PyTree) -> jax.ShapeDtypeStruct:
                 f"GymnaxEnv needs array observations; the gymnax environment {_env_name(env)} returns "
                 f"{type(observation).__name__} observations."
             )
-        _observation_space(env, gymnax_params, jax.ShapeDtypeStruct(observation.shape, observation.dtype))
         action = _action_space(env, gymnax_params).sample(action_key)
-        _step(env, gymnax_params, state, action, step_key)
-        return observation
+        observations = [observation]
+        dtypes, previous = _joined_dtypes(state), None
+        while dtypes != previous:  # the join only widens dtypes, so it stops
+            state = _cast(state, dtypes)
+            next_state, timestep = _step(env, gymnax_params, state, action, step_key)
+            if jax.tree.structure(next_state) != jax.tree.structure(state):
+                raise ValueError(
+                    f"The gymnax environment {_env_name(env)} returns states of different tree structures "
+                    f"from reset and step: {jax.tree.structure(state)} and {jax.tree.structure(next_state)}."
+                )
+            observations.append(timestep.observation)
+            dtypes, previous = _joined_dtypes(state, next_state), dtypes
+        found.append(dtypes)
+        (dtype,) = _joined_dtypes(*observations)
+        _observation_space(env, gymnax_params, jax.ShapeDtypeStruct(observation.shape, dtype))
+        return jnp.zeros(observation.shape, dtype)
 
-    return jax.eval_shape(run, dynamic)
+    observation = jax.eval_shape(run, dynamic)
+    return observation, found[-1]
 
 
-def _to_arrays_where_traceable(env: Any, params: PyTree) -> tuple[PyTree, jax.ShapeDtypeStruct]:
+def _to_arrays_where_traceable(
+    env: Any, params: PyTree
+) -> tuple[PyTree, tuple[jax.ShapeDtypeStruct, tuple[np.dtype, ...]]]:
     """`params` with each numeric leaf as an array, except leaves that gymnax cannot
-    trace as arrays (kept as `_StaticLeaf`); and the observation's shape and dtype.
+    trace as arrays (kept as `_StaticLeaf`); and what `_probe` returns for them.
 
     First all numeric leaves are tried as arrays (one trace, enough for every env
     registered in gymnax 1.0). If that fails, the env must work with all leaves as
@@ -252,25 +345,25 @@ def _to_arrays_where_traceable(env: Any, params: PyTree) -> tuple[PyTree, jax.Sh
             [arrays[i] if i in dynamic else _StaticLeaf.wrap(leaf) for i, leaf in enumerate(leaves)],
         )
 
-    def attempt(dynamic: set[int]) -> jax.ShapeDtypeStruct | None:
+    def attempt(dynamic: set[int]) -> tuple[jax.ShapeDtypeStruct, tuple[np.dtype, ...]] | None:
         try:
             return _probe(env, build(dynamic))
         except Exception:  # any failure of a trace that works with values marks a static leaf
             return None
 
     dynamic = set(candidates)
-    observation = attempt(dynamic)
-    if observation is None:
+    probed = attempt(dynamic)
+    if probed is None:
         dynamic = set(traced)
-        observation = _probe(env, build(dynamic))  # raises the environment's own error
+        probed = _probe(env, build(dynamic))  # raises the environment's own error
         for i in candidates:
             if i in traced:
                 continue
             found = attempt(dynamic | {i})
             if found is not None:
                 dynamic.add(i)
-                observation = found
-    return build(dynamic), observation
+                probed = found
+    return build(dynamic), probed
 
 
 # --------------------------------------------------------------------------------------
@@ -282,7 +375,8 @@ def _to_arrays_where_traceable(env: Any, params: PyTree) -> tuple[PyTree, jax.Sh
 class GymnaxEnv(AbstractEnv[Any]):
     """A gymnax environment as a podrace environment.
 
-    The state is gymnax's own state (its Python numbers made arrays). `reset` calls the
+    The state is gymnax's own state, each leaf an array of one strong dtype from the
+    reset on (see **Dtypes**). `reset` calls the
     environment's `reset_env` and returns `TimeStep.first`; `step` calls `step_env`,
     not gymnax's auto-resetting `step`, so the final observation of an episode stays
     in its last time step: wrap the adapter in [`podrace.envs.AutoReset`][] to start
@@ -315,16 +409,31 @@ class GymnaxEnv(AbstractEnv[Any]):
     registered in gymnax 1.0 needs one. Non-numeric leaves are always static. The
     gymnax environment object itself is static and hashed by identity: build it once.
 
+    **Dtypes.** gymnax states start with Python numbers and weakly typed arrays (e.g.
+    MountainCar-v0's velocity) that a step turns into strongly typed ones, so a jitted
+    step would trace again on the states after the first step, and a weak leaf could
+    change dtype in a `lax.scan`. The adapter traces a reset and a step when it is
+    built and casts every state leaf, after `reset` and after `step`, to the least
+    strong dtype that holds it in both (JAX's type promotion: a Python `0` that a step
+    makes `int32` is `int32`, a weakly typed `float32` a strong `float32`), and the
+    observation alike; these are the static field `state_dtypes` and
+    `observation_dtype`. The values are gymnax's.
+
     **Spaces.** gymnax `Discrete(n)` becomes [`podrace.Discrete`][] (scalar `int32`
     values) and `Box` becomes [`podrace.Box`][] with gymnax's bounds, shape and dtype;
     other gymnax spaces (`Dict`, `Tuple`) raise a `ValueError`. The observation `Box`
-    takes the dtype of the observations `reset_env` actually returns, as some
-    environments declare another one (Catch-bsuite declares `int32` and returns
-    `float32` boards; FourRooms-misc the reverse); integer bounds are clipped to the
+    takes the dtype of the observations that `reset_env` and `step_env` actually
+    return, as some environments declare another one (Catch-bsuite declares `int32`
+    and returns `float32` boards; FourRooms-misc the reverse); a declared shape other
+    than the observations' raises a `ValueError`; integer bounds are clipped to the
     dtype's range. Continuous actions are arrays of the `Box`'s shape, e.g. `(1,)` for
-    Pendulum-v1. The bounds are gymnax's as declared: a few environments emit
-    observations outside them (MemoryChain-bsuite's context bits are -1 or 1 below a
-    declared low of 0; GaussianBandit-misc's normalised time reaches -1).
+    Pendulum-v1. The bounds are gymnax's, except for the environments in
+    `OBSERVATION_BOUNDS_CORRECTIONS`, whose observations leave the bounds they declare
+    (MemoryChain-bsuite, UmbrellaChain-bsuite, MNISTBandit-bsuite, GaussianBandit-misc
+    and MetaMaze-misc in gymnax 1.0): their bounds are widened to cover them. For
+    another environment whose observations leave its declared space
+    ([`podrace.envs.check_env`][] reports it), override its `observation_space` method
+    in a subclass.
 
     gymnax's code runs under JAX's default NumPy promotion rules whatever the caller's
     `jax_numpy_rank_promotion` / `jax_numpy_dtype_promotion` settings, as some
@@ -340,20 +449,21 @@ class GymnaxEnv(AbstractEnv[Any]):
         `action_space` methods).
     - `params`: its env params, by default `env.default_params`.
 
-    The adapter also records, as static fields, the `observation_shape` and
-    `observation_dtype` that `reset_env` returns.
+    The adapter also records, as static fields, the `observation_shape`, the
+    `observation_dtype` and the `state_dtypes` (in the order of the state's leaves).
     """
 
     env: Any = eqx.field(static=True)
     params: PyTree
     observation_shape: tuple[int, ...] = eqx.field(static=True)
     observation_dtype: np.dtype = eqx.field(static=True)
+    state_dtypes: tuple[np.dtype, ...] = eqx.field(static=True)
 
     def __init__(self, env: Any, params: PyTree = None):
         if params is None:
             params = env.default_params
         self.env = env
-        self.params, observation = _to_arrays_where_traceable(env, params)
+        self.params, (observation, self.state_dtypes) = _to_arrays_where_traceable(env, params)
         self.observation_shape = tuple(observation.shape)
         self.observation_dtype = np.dtype(observation.dtype)
 
@@ -393,7 +503,12 @@ class GymnaxEnv(AbstractEnv[Any]):
         return _action_space(self.env, self.env_params)
 
     def reset(self, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
-        return _reset(self.env, self.env_params, key)
+        return self._normalised(*_reset(self.env, self.env_params, key))
 
     def step(self, state: PyTree, action: Array, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
-        return _step(self.env, self.env_params, state, action, key)
+        return self._normalised(*_step(self.env, self.env_params, state, action, key))
+
+    def _normalised(self, state: PyTree, timestep: TimeStep) -> tuple[PyTree, TimeStep]:
+        """The state and the observation in the dtypes found when the adapter was built."""
+        observation = jnp.asarray(timestep.observation, self.observation_dtype)
+        return _cast(state, self.state_dtypes), dataclasses.replace(timestep, observation=observation)

@@ -3,11 +3,17 @@
 from .dqn import DQNLearner as DQNLearner, DQNState as DQNState
 from .learner import (
     AbstractLearner as AbstractLearner,
-    Behaviour as Behaviour,
     Learner as Learner,
     LearnerState as LearnerState,
-    UpdateMetrics as UpdateMetrics,
+    shuffled_minibatches as shuffled_minibatches,
 )
 
 
-__all__ = ["AbstractLearner", "Behaviour", "DQNLearner", "DQNState", "Learner", "LearnerState", "UpdateMetrics"]
+__all__ = [
+    "AbstractLearner",
+    "DQNLearner",
+    "DQNState",
+    "Learner",
+    "LearnerState",
+    "shuffled_minibatches",
+]

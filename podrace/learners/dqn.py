@@ -10,10 +10,12 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
 from .._types import TimeStep, Trajectory
 from .._validation import check_in_unit_interval, check_positive_int
-from ..losses import AbstractLoss
+from ..agent import Agent
+from ..losses import AbstractLoss, AbstractQLoss
 from ..networks import AbstractNetwork
 from ..policies import EpsilonGreedy
-from .learner import AbstractLearner, Behaviour, UpdateMetrics, gradient_step
+from ..results import UpdateMetrics
+from .learner import AbstractLearner, gradient_step
 
 
 def _flashbax():
@@ -54,7 +56,7 @@ class DQNState(eqx.Module):
 
 
 @final
-class DQNLearner(AbstractLearner):
+class DQNLearner(AbstractLearner[DQNState]):
     """Deep Q-learning: acts epsilon-greedily, stores experience, learns from replayed sequences.
 
     Each update adds the rollout to a replay buffer held in the learner state (on the
@@ -94,7 +96,7 @@ class DQNLearner(AbstractLearner):
     """
 
     network: AbstractNetwork
-    loss: AbstractLoss
+    loss: AbstractQLoss  # pyright: ignore[reportIncompatibleVariableOverride]
     optimizer: optax.GradientTransformation
     epsilon: optax.Schedule | Float[Array, ""]
     buffer_size: int = eqx.field(static=True)
@@ -122,8 +124,14 @@ class DQNLearner(AbstractLearner):
         tau: ArrayLike = 1.0,
         check_nans: bool = False,
     ):
+        if not isinstance(loss, AbstractQLoss):
+            raise ValueError(
+                f"DQNLearner learns action values from replay with a target network; {type(loss).__name__} is "
+                "not a Q-value loss. Use podrace.losses.QLearningLoss or TDLambdaQLoss, or podrace.Learner for "
+                "on-policy losses."
+            )
         self.network = network
-        self.loss = loss
+        self.loss = loss  # pyright: ignore[reportIncompatibleVariableOverride]
         self.optimizer = optimizer
         self.epsilon = epsilon if callable(epsilon) else jnp.asarray(epsilon, jnp.float32)
         self.buffer_size = buffer_size
@@ -171,7 +179,7 @@ class DQNLearner(AbstractLearner):
                 f"{capacity} steps per environment, fewer than sequence_length={self.sequence_length}."
             )
         step_shape = jax.eval_shape(
-            lambda: self.behaviour_with(self.network, jnp.zeros(()))(
+            lambda: Agent(self.network, EpsilonGreedy(jnp.zeros(())))(
                 jax.tree.map(lambda x: x[0], timestep.observation), (), jax.random.key(0)
             )[0]
         )
@@ -184,12 +192,12 @@ class DQNLearner(AbstractLearner):
         replay = _flashbax().init(example, add_batch_size=num_envs, max_length_time_axis=capacity)
         return DQNState(params, params, self.optimizer.init(params), replay, zero, zero, zero, key)
 
-    def behaviour_with(self, network: AbstractNetwork, epsilon: Float[Array, ""]) -> Behaviour:
-        """Epsilon-greedy acting with `network`."""
-        return Behaviour(network, EpsilonGreedy(epsilon))
+    def network_at(self, state: DQNState) -> AbstractNetwork:
+        return self.network_with(state.params)
 
-    def behaviour(self, state: DQNState) -> Behaviour:
-        return self.behaviour_with(self.network_with(state.params), self._epsilon_at(state.num_transitions))
+    def agent(self, state: DQNState) -> Agent:
+        """Epsilon-greedy acting, with the epsilon of the schedule at `state`'s transition count."""
+        return Agent(self.network_at(state), EpsilonGreedy(self._epsilon_at(state.num_transitions)))
 
     def device_local(self, state: DQNState) -> PyTree[bool]:
         replicated = jax.tree.map(lambda _: False, state)
@@ -219,11 +227,16 @@ class DQNLearner(AbstractLearner):
                 timestep, policy_step = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), sample)
                 sequences = Trajectory(timestep, jax.tree.map(lambda x: x[:-1], policy_step), ())
                 target_network = self.network_with(state.target_params)
+
+                def objective(params):
+                    agent = Agent(self.network_with(params), self.policy)
+                    return self.loss(agent, sequences, axis_name=axis_name, target_network=target_network)
+
                 params, opt_state, metrics = gradient_step(
                     self,
                     state.params,
                     state.opt_state,
-                    lambda params: self.loss(self.network_with(params), sequences, target_network),
+                    objective,
                     axis_name=axis_name,
                     check_nans=self.check_nans,
                 )

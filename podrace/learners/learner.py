@@ -1,96 +1,56 @@
 import abc
-from typing import final
+import re
+from typing import Generic, TypeVar, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
+from jaxtyping import Array, Int, PRNGKeyArray, PyTree
 
-from .._types import PolicyStep, TimeStep, Trajectory
-from .._validation import check_positive_int
-from ..losses import AbstractLoss, LossTerms
+from .._types import TimeStep, Trajectory
+from .._validation import check_positive_int, check_reads
+from ..agent import Agent
+from ..losses import AbstractLoss
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
+from ..results import UpdateMetrics
 
 
-@final
-class Behaviour(eqx.Module):
-    """The network and policy that act: what a rollout or a host collector needs.
-
-    **Arguments:**
-
-    - `network`: the network with the parameters to act with.
-    - `policy`: the behaviour policy over its outputs.
-    """
-
-    network: AbstractNetwork
-    policy: AbstractPolicy
-
-    def __call__(
-        self, observation: PyTree[Array], carry: PyTree[Array], key: PRNGKeyArray
-    ) -> tuple[PolicyStep, PyTree[Array]]:
-        """Chooses an action for one observation (unbatched; `vmap` it over envs).
-
-        **Arguments:**
-
-        - `observation`: one observation.
-        - `carry`: the network's recurrent state (reset by the caller where `is_first`).
-        - `key`: the policy's randomness.
-
-        **Returns:**
-
-        The policy step and the next carry.
-        """
-        output, carry = self.network(observation, carry)
-        return self.policy(output, key), carry
+StateT = TypeVar("StateT")
 
 
-@final
-class UpdateMetrics(eqx.Module):
-    """What one update reports (averaged over its gradient steps).
-
-    **Arguments:**
-
-    - `loss`: the minimised loss.
-    - `terms`: its named terms.
-    - `grad_norm`: the global norm of the (device-averaged) gradient.
-    """
-
-    loss: Float[Array, ""]
-    terms: LossTerms
-    grad_norm: Float[Array, ""]
-
-
-class AbstractLearner(eqx.Module):
+class AbstractLearner(eqx.Module, Generic[StateT]):
     """What the Anakin pipeline and the host collectors need of a learner.
 
     A learner holds its network (whose arrays are the initial parameters), the policy
-    that acts with it, a loss and an optimiser; its state is a typed pytree holding
-    everything a resume needs.
+    that acts with it, a loss and an optimiser; its state (of type `StateT`) is a typed
+    pytree holding everything a resume needs.
     """
 
     network: eqx.AbstractVar[AbstractNetwork]
     policy: eqx.AbstractVar[AbstractPolicy]
     loss: eqx.AbstractVar[AbstractLoss]
     optimizer: eqx.AbstractVar[optax.GradientTransformation]
+    check_nans: eqx.AbstractVar[bool]
 
     def __check_init__(self):
-        output_type = self.network.output_type
-        for role, part in (("policy", self.policy), ("loss", self.loss)):
-            if not issubclass(output_type, part.input_type):
-                raise ValueError(
-                    f"The {role} {type(part).__name__} reads {part.input_type.__name__} but the network "
-                    f"emits {output_type.__name__}; give the network a head that emits "
-                    f"{part.input_type.__name__} or pick a {role} for {output_type.__name__}."
-                )
+        check_reads(self.network, self.policy, role="policy")
+        check_reads(self.network, self.loss, role="loss")
 
     def network_with(self, params: PyTree[Array]) -> AbstractNetwork:
         """The network with its trainable arrays replaced by `params`."""
         return eqx.combine(params, eqx.filter(self.network, eqx.is_inexact_array, inverse=True))
 
+    def check_num_envs(self, num_envs: int) -> None:
+        """Raises `ValueError` if the learner cannot learn from `num_envs` environments per device.
+
+        Executors call it when they are built, so that a mismatch is refused then.
+        """
+        del num_envs
+
     @abc.abstractmethod
-    def init(self, key: PRNGKeyArray, timestep: TimeStep) -> PyTree[Array]:
+    def init(self, key: PRNGKeyArray, timestep: TimeStep) -> StateT:
         """The initial state.
 
         **Arguments:**
@@ -102,13 +62,17 @@ class AbstractLearner(eqx.Module):
         """
 
     @abc.abstractmethod
-    def behaviour(self, state: PyTree[Array]) -> Behaviour:
+    def network_at(self, state: StateT) -> AbstractNetwork:
+        """The network with the parameters learnt in state `state`."""
+
+    def agent(self, state: StateT) -> Agent:
         """The network and policy that act in state `state`."""
+        return Agent(self.network_at(state), self.policy)
 
     @abc.abstractmethod
     def update(
-        self, state: PyTree[Array], trajectory: Trajectory, *, axis_name: str | None = None
-    ) -> tuple[PyTree[Array], UpdateMetrics]:
+        self, state: StateT, trajectory: Trajectory, *, axis_name: str | None = None
+    ) -> tuple[StateT, UpdateMetrics]:
         """Learns from a batch of trajectories `[T + 1, B]`.
 
         **Arguments:**
@@ -123,7 +87,7 @@ class AbstractLearner(eqx.Module):
         The next state and the update's metrics.
         """
 
-    def device_local(self, state: PyTree[Array]) -> PyTree[bool]:
+    def device_local(self, state: StateT) -> PyTree[bool]:
         """Which leaves of `state` hold per-device data, split over devices along axis 0.
 
         A pytree prefix of `state`. Everything is replicated by default; a replay
@@ -131,6 +95,23 @@ class AbstractLearner(eqx.Module):
         """
         del state
         return False
+
+
+_NON_FINITE = "podrace: loss term"
+
+
+def raise_non_finite_loss(error: Exception) -> None:
+    """Re-raises a `check_nans` failure as a `FloatingPointError` whose first line names the term.
+
+    The error raised inside the compiled program carries its message after a long
+    description of both stacks; this keeps the message alone. Other errors pass.
+    """
+    match = re.search(rf"{_NON_FINITE} '[^']*' is not finite", str(error))
+    if match is not None:
+        raise FloatingPointError(
+            f"{match.group(0)} (found by check_nans=True): look at the learning rate, the loss's "
+            "hyperparameters and the rewards and observations it learnt from."
+        ) from None
 
 
 def gradient_step(
@@ -151,7 +132,7 @@ def gradient_step(
         loss, terms, grads = jax.lax.pmean((loss, terms, grads), axis_name)
     if check_nans:
         for name, value in terms.items():
-            grads = eqx.error_if(grads, ~jnp.isfinite(value), f"podrace: loss term '{name}' is not finite")
+            grads = eqx.error_if(grads, ~jnp.isfinite(value), f"{_NON_FINITE} '{name}' is not finite")
     updates, opt_state = learner.optimizer.update(grads, opt_state, params)
     return eqx.apply_updates(params, updates), opt_state, UpdateMetrics(loss, terms, optax.tree.norm(grads))
 
@@ -175,7 +156,7 @@ class LearnerState(eqx.Module):
 
 
 @final
-class Learner(AbstractLearner):
+class Learner(AbstractLearner[LearnerState]):
     """An on-policy learner: a network, the policy that acts with it, a loss and an optax optimiser.
 
     Each update learns from the rollout just collected: `num_epochs` passes over it,
@@ -195,7 +176,9 @@ class Learner(AbstractLearner):
     - `loss`: the objective, e.g. [`podrace.losses.TDLambdaQLoss`][].
     - `optimizer`: an optax gradient transformation.
     - `num_epochs`: passes over each rollout.
-    - `num_minibatches`: minibatches per pass; must divide the number of environments.
+    - `num_minibatches`: minibatches per pass; must divide the number of environments
+        per device. Each minibatch takes the same share of every device's environments,
+        drawn so that the minibatches do not depend on how many devices there are.
     - `check_nans`: if set, an update whose loss terms are not finite raises an error
         naming the term (opt-in: it adds a host check to the compiled program).
     """
@@ -224,18 +207,20 @@ class Learner(AbstractLearner):
         params = eqx.filter(self.network, eqx.is_inexact_array)
         return LearnerState(params, self.optimizer.init(params), jnp.asarray(0, jnp.int32), key)
 
-    def behaviour(self, state: LearnerState) -> Behaviour:
-        return Behaviour(self.network_with(state.params), self.policy)
+    def check_num_envs(self, num_envs: int) -> None:
+        if num_envs % self.num_minibatches:
+            raise ValueError(
+                f"Learner: num_minibatches={self.num_minibatches} must divide the number of environments "
+                f"per device ({num_envs}); pick num_envs as a multiple of num_minibatches."
+            )
+
+    def network_at(self, state: LearnerState) -> AbstractNetwork:
+        return self.network_with(state.params)
 
     def update(
         self, state: LearnerState, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[LearnerState, UpdateMetrics]:
-        num_envs = trajectory.timestep.reward.shape[1]
-        if num_envs % self.num_minibatches:
-            raise ValueError(
-                f"Learner: num_minibatches={self.num_minibatches} must divide the number of environments "
-                f"per device ({num_envs})."
-            )
+        self.check_num_envs(trajectory.timestep.reward.shape[1])
 
         def step(carry, minibatch: Trajectory):
             params, opt_state = carry
@@ -243,7 +228,7 @@ class Learner(AbstractLearner):
                 self,
                 params,
                 opt_state,
-                lambda params: self.loss(self.network_with(params), minibatch),
+                lambda params: self.loss(Agent(self.network_with(params), self.policy), minibatch, axis_name=axis_name),
                 axis_name=axis_name,
                 check_nans=self.check_nans,
             )
@@ -253,9 +238,9 @@ class Learner(AbstractLearner):
         if self.num_epochs == 1 and self.num_minibatches == 1:
             (params, opt_state), metrics = step((state.params, state.opt_state), trajectory)
         else:
-            minibatches = jax.vmap(lambda key: _shuffled_minibatches(trajectory, self.num_minibatches, key))(
-                jax.random.split(shuffle_key, self.num_epochs)
-            )
+            minibatches = jax.vmap(
+                lambda key: shuffled_minibatches(trajectory, self.num_minibatches, key, axis_name=axis_name)
+            )(jax.random.split(shuffle_key, self.num_epochs))
             # Epochs and minibatches in one scan: [num_epochs * num_minibatches, ...].
             minibatches = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatches)
             (params, opt_state), metrics = jax.lax.scan(step, (state.params, state.opt_state), minibatches)
@@ -263,10 +248,35 @@ class Learner(AbstractLearner):
         return LearnerState(params, opt_state, state.num_updates + 1, key), metrics
 
 
-def _shuffled_minibatches(trajectory: Trajectory, num_minibatches: int, key: PRNGKeyArray) -> Trajectory:
-    """The trajectories shuffled along the environment axis and split: `[M, T + 1, B / M]`."""
+def shuffled_minibatches(
+    trajectory: Trajectory, num_minibatches: int, key: PRNGKeyArray, *, axis_name: str | None
+) -> Trajectory:
+    """A batch of trajectories `[T + 1, B]` split at random along the environment axis: `[M, T + 1, B / M]`.
+
+    The environments, numbered over all devices, form groups of `M` consecutive ones,
+    and each group sends one environment to each minibatch, in an order drawn from the
+    group's number. A device holds whole groups, so every minibatch takes the same share
+    of each device's environments, and which environments share a minibatch does not
+    depend on the number of devices.
+
+    **Arguments:**
+
+    - `trajectory`: a time-major batch of trajectories (this device's share under `shard_map`).
+    - `num_minibatches`: `M`, which must divide `B`.
+    - `key`: the randomness of the split, the same on every device.
+    - `axis_name`: inside `shard_map`, the device axis the batch is split over; `None` outside.
+
+    **Returns:**
+
+    The `M` minibatches, stacked along a leading axis.
+    """
     num_envs = trajectory.timestep.reward.shape[1]
-    order = jax.random.permutation(key, num_envs).reshape(num_minibatches, -1)
+    num_groups = num_envs // num_minibatches
+    first_group = 0 if axis_name is None else jax.lax.axis_index(axis_name) * num_groups
+    groups = first_group + jnp.arange(num_groups)
+    orders = jax.vmap(lambda group: jax.random.permutation(jax.random.fold_in(key, group), num_minibatches))(groups)
+    # order[m, g]: the environment of group g in minibatch m.
+    order = (num_minibatches * jnp.arange(num_groups)[None, :] + orders.T).astype(jnp.int32)
 
     def split(x, env_axis):
         return jnp.moveaxis(jnp.take(x, order, axis=env_axis), env_axis, 0)

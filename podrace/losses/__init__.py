@@ -3,11 +3,12 @@
 from .modules import (
     A2CLoss as A2CLoss,
     AbstractLoss as AbstractLoss,
-    LossTerms as LossTerms,
+    AbstractTrajectoryLoss as AbstractTrajectoryLoss,
     ReinforceLoss as ReinforceLoss,
     categorical_entropy as categorical_entropy,
     completed_episode_mask as completed_episode_mask,
-    log_pi_and_entropy as log_pi_and_entropy,
+    cut_lambda_at_episode_ends as cut_lambda_at_episode_ends,
+    mean_over_trajectories as mean_over_trajectories,
     transition_mask as transition_mask,
 )
 from .policy_gradient import (
@@ -17,41 +18,45 @@ from .policy_gradient import (
 )
 from .ppo import PPOLoss as PPOLoss
 from .q_losses import (
+    AbstractQLoss as AbstractQLoss,
     QLearningLoss as QLearningLoss,
     TDLambdaQLoss as TDLambdaQLoss,
-    greedy_values as greedy_values,
 )
 from .value_learning import (
     discounted_returns as discounted_returns,
     double_q_learning as double_q_learning,
     generalized_advantage_estimation as generalized_advantage_estimation,
+    greedy_value as greedy_value,
     lambda_returns as lambda_returns,
     n_step_bootstrapped_returns as n_step_bootstrapped_returns,
     n_step_q_learning as n_step_q_learning,
     q_lambda as q_lambda,
     q_learning as q_learning,
     td_lambda as td_lambda,
+    varying_like as varying_like,
 )
 
 
 __all__ = [
-    "PPOLoss",
+    "AbstractLoss",
+    "AbstractTrajectoryLoss",
+    "AbstractQLoss",
+    "TDLambdaQLoss",
     "QLearningLoss",
-    "greedy_values",
     "A2CLoss",
     "ReinforceLoss",
-    "categorical_entropy",
-    "completed_episode_mask",
-    "log_pi_and_entropy",
-    "AbstractLoss",
-    "LossTerms",
-    "TDLambdaQLoss",
+    "PPOLoss",
+    "mean_over_trajectories",
     "transition_mask",
+    "completed_episode_mask",
+    "cut_lambda_at_episode_ends",
+    "categorical_entropy",
     "lambda_returns",
     "td_lambda",
     "discounted_returns",
     "n_step_bootstrapped_returns",
     "generalized_advantage_estimation",
+    "greedy_value",
     "q_learning",
     "double_q_learning",
     "n_step_q_learning",
@@ -59,4 +64,5 @@ __all__ = [
     "policy_gradient_loss",
     "clamped_importance_weights",
     "ppo_clipped_surrogate",
+    "varying_like",
 ]

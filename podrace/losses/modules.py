@@ -1,73 +1,99 @@
 """Loss modules: hold coefficients and glue network outputs to the pure loss functions."""
 
 import abc
-from typing import ClassVar, final
+from collections.abc import Callable
+from typing import Any, ClassVar, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Shaped
+from jaxtyping import Array, ArrayLike, Float
 
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative
-from ..networks import AbstractNetwork
+from ..agent import Agent
+from ..results import LossTerms
 from .policy_gradient import clamped_importance_weights, policy_gradient_loss
-from .value_learning import lambda_returns
-
-
-LossTerms = dict[str, Float[Array, ""]]
+from .value_learning import lambda_returns, varying_like
 
 
 class AbstractLoss(eqx.Module):
-    """A differentiable objective for a batch of trajectories.
+    """A differentiable objective for a time-major batch of trajectories `[T + 1, B]`.
 
-    Subclasses implement `trajectory_loss` for one unbatched trajectory; calling the
-    module averages it over a time-major batch `[T + 1, B]`. Losses are
-    interchangeable: a [`podrace.Learner`][] takes any of them as one argument.
+    Losses are interchangeable: a [`podrace.Learner`][] takes any of them as one
+    argument and calls it with its [`podrace.Agent`][] (the network with the parameters
+    being learnt and the policy over its outputs) and a batch of trajectories.
     """
 
     input_type: ClassVar[type[AbstractNetworkOutput]]
 
     @abc.abstractmethod
-    def trajectory_loss(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    def __call__(
+        self, agent: Agent, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
-        """The loss of one trajectory `[T + 1]`.
+        """The loss of a batch of trajectories.
 
         **Arguments:**
 
-        - `network`: the network whose parameters are being learnt.
-        - `trajectory`: one unbatched trajectory.
-        - `target_network`: a slowly updated copy to bootstrap from (losses that
-            bootstrap on values use it when given; the others ignore it).
+        - `agent`: the network whose parameters are being learnt, and its policy.
+        - `trajectory`: a time-major batch of trajectories `[T + 1, B]`.
+        - `axis_name`: inside `shard_map`, the device axis the batch is split over (for
+            statistics over the whole batch); `None` outside.
 
         **Returns:**
 
-        The scalar to minimise and its named terms (for logging and NaN checks).
+        The scalar to minimise (a mean over the batch) and its named terms (for
+        logging and NaN checks).
         """
+
+    def check_output(self, output: AbstractNetworkOutput) -> None:
+        """Raises `ValueError` if the loss cannot learn from `output` (e.g. it lacks a value).
+
+        **Arguments:**
+
+        - `output`: one network output, or its shapes (`jax.eval_shape`).
+        """
+        del output
+
+
+class AbstractTrajectoryLoss(AbstractLoss):
+    """A loss that is the mean of a loss of each trajectory of the batch."""
+
+    @abc.abstractmethod
+    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+        """The loss of one unbatched trajectory `[T + 1]` and its named terms."""
 
     def __call__(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+        self, agent: Agent, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
-        """The loss averaged over a batch of trajectories with axes `[T + 1, B]`.
+        del axis_name  # a mean of equal shares: averaging over devices needs nothing here
+        return mean_over_trajectories(lambda one: self.trajectory_loss(agent, one), trajectory)
 
-        **Arguments:**
 
-        - `network`: the network whose parameters are being learnt.
-        - `trajectory`: a time-major batch of trajectories.
-        - `target_network`: as in `trajectory_loss`.
+def mean_over_trajectories(
+    trajectory_loss: Callable[[Trajectory], tuple[Float[Array, ""], LossTerms]], trajectory: Trajectory
+) -> tuple[Float[Array, ""], LossTerms]:
+    """The mean over a batch `[T + 1, B]` of a loss of one trajectory, and of each of its terms."""
+    loss, terms = jax.vmap(
+        lambda timestep, policy_step, carry: trajectory_loss(Trajectory(timestep, policy_step, carry)),
+        in_axes=(1, 1, 0),
+    )(trajectory.timestep, trajectory.policy_step, trajectory.carry)
+    return jnp.mean(loss), jax.tree.map(jnp.mean, terms)
 
-        **Returns:**
 
-        The mean loss and the mean of each named term.
-        """
-        loss, terms = jax.vmap(
-            lambda timestep, policy_step, carry: self.trajectory_loss(
-                network, Trajectory(timestep, policy_step, carry), target_network
-            ),
-            in_axes=(1, 1, 0),
-        )(trajectory.timestep, trajectory.policy_step, trajectory.carry)
-        return jnp.mean(loss), jax.tree.map(jnp.mean, terms)
+def require_value(loss: AbstractLoss, output: AbstractNetworkOutput) -> Any:
+    """The state value(s) of `output` (arrays, or shapes under `jax.eval_shape`).
+
+    Raises `ValueError`, naming `loss` and the fix, if the output carries none.
+    """
+    value = getattr(output, "value", None)
+    if value is None:
+        raise ValueError(
+            f"{type(loss).__name__} needs state values, but the network's head emits none: build the policy "
+            "head with with_value=True (PolicyLogitHead(..., with_value=True) or GaussianHead(..., with_value=True)), "
+            "or use an ActorCriticNetwork."
+        )
+    return value
 
 
 def transition_mask(trajectory: Trajectory) -> Float[Array, " T"]:
@@ -79,8 +105,18 @@ def transition_mask(trajectory: Trajectory) -> Float[Array, " T"]:
     return (~trajectory.timestep.is_first[1:]).astype(jnp.float32)
 
 
+def cut_lambda_at_episode_ends(lambda_: ArrayLike, trajectory: Trajectory) -> Float[Array, " T"]:
+    """The trace coefficient of each transition `t -> t + 1`, cut to 0 where `t + 1` is last.
+
+    At a termination the discount already stops bootstrapping; at a truncation the
+    target must bootstrap from the final observation's value alone, never run on into
+    the next episode. Every multi-step target takes its `lambda_` from here.
+    """
+    return jnp.asarray(lambda_, jnp.float32) * (1.0 - trajectory.timestep.is_last[1:])
+
+
 @final
-class A2CLoss(AbstractLoss):
+class A2CLoss(AbstractTrajectoryLoss):
     """Advantage actor-critic: a policy-gradient term, a value regression and an entropy bonus.
 
     The value head regresses lambda-returns (bootstrapped from its own estimates,
@@ -126,62 +162,28 @@ class A2CLoss(AbstractLoss):
         check_non_negative("A2CLoss", "value_coefficient", self.value_coefficient)
         check_non_negative("A2CLoss", "entropy_coefficient", self.entropy_coefficient)
 
-    def trajectory_loss(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
-    ) -> tuple[Float[Array, ""], LossTerms]:
-        del target_network
+    def check_output(self, output: AbstractNetworkOutput) -> None:
+        require_value(self, output)
+
+    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
-        if outputs.value is None:
-            raise ValueError(
-                "A2CLoss needs state values: build the policy head with with_value=True "
-                "(PolicyLogitHead(..., with_value=True) or GaussianHead(..., with_value=True))."
-            )
-        values = outputs.value
+        outputs = agent.outputs(trajectory)
+        values = require_value(self, outputs)
         returns = lambda_returns(
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
             v_t=values[1:],
-            lambda_=self.lambda_ * (1.0 - timestep.is_last[1:]),
+            lambda_=cut_lambda_at_episode_ends(self.lambda_, trajectory),
         )
         returns = jax.lax.stop_gradient(returns)
         mask = transition_mask(trajectory)
-        log_pi, entropy = log_pi_and_entropy(outputs, trajectory.policy_step.action)
+        log_pi, entropy = agent.log_prob_and_entropy(outputs, trajectory.policy_step.action)
         weights = mask * clamped_importance_weights(log_pi, trajectory.policy_step.log_prob)
         policy_loss = policy_gradient_loss(log_pi, returns - values[:-1], weights)
         value_loss = 0.5 * jnp.mean(mask * jnp.square(returns - values[:-1]))
         entropy = jnp.mean(mask * entropy)
         loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
-
-
-def log_pi_and_entropy(
-    outputs: AbstractPolicyOutput, actions: Shaped[Array, " T *action_shape"]
-) -> tuple[Float[Array, " T"], Float[Array, " T"]]:
-    """`log pi(a_t | s_t)` of the actions taken and the entropy of `pi(. | s_t)`, for each `t`.
-
-    Both come from each output's `distribution()`, so this serves discrete and
-    continuous actions alike.
-
-    **Arguments:**
-
-    - `outputs`: policy outputs with a leading time axis of at least `T` (as
-        `network.unroll` gives for a trajectory's `T + 1` time steps); the first `T`
-        are used.
-    - `actions`: the actions `a_0, ..., a_{T-1}`.
-
-    **Returns:**
-
-    The log-probabilities and the entropies, each of shape `[T]`.
-    """
-    num_steps = actions.shape[0]
-    outputs = jax.tree.map(lambda x: x[:num_steps], outputs)
-
-    def one_step(output: AbstractPolicyOutput, action: Array) -> tuple[Array, Array]:
-        distribution = output.distribution()
-        return jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy())
-
-    return jax.vmap(one_step)(outputs, actions)
 
 
 def categorical_entropy(logits: Float[Array, "*batch num_actions"]) -> Float[Array, "*batch"]:
@@ -206,12 +208,13 @@ def completed_episode_mask(trajectory: Trajectory) -> Float[Array, " T"]:
         ends = ~first & (last | ends_later)  # a reset step starts another episode
         return ends, ends
 
-    _, ends = jax.lax.scan(backward, jnp.asarray(False), (is_last, is_first), reverse=True)
+    start = varying_like(jnp.asarray(False), is_last, is_first)
+    _, ends = jax.lax.scan(backward, start, (is_last, is_first), reverse=True)
     return ends.astype(jnp.float32)
 
 
 @final
-class ReinforceLoss(AbstractLoss):
+class ReinforceLoss(AbstractTrajectoryLoss):
     """REINFORCE: the policy gradient of whole-episode Monte Carlo returns.
 
     Each `log pi(a_t | s_t)` is weighted by the discounted return from `t` to the end
@@ -256,12 +259,13 @@ class ReinforceLoss(AbstractLoss):
         check_non_negative("ReinforceLoss", "value_coefficient", self.value_coefficient)
         check_non_negative("ReinforceLoss", "entropy_coefficient", self.entropy_coefficient)
 
-    def trajectory_loss(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
-    ) -> tuple[Float[Array, ""], LossTerms]:
-        del target_network
+    def check_output(self, output: AbstractNetworkOutput) -> None:
+        if self.baseline:
+            require_value(self, output)
+
+    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
+        outputs = agent.outputs(trajectory)
         # Returns restart at every episode end: nothing is bootstrapped past it.
         returns = lambda_returns(
             r_t=timestep.reward[1:],
@@ -272,15 +276,10 @@ class ReinforceLoss(AbstractLoss):
         terms = {}
         advantages = returns
         if self.baseline:
-            if outputs.value is None:
-                raise ValueError(
-                    "ReinforceLoss(baseline=True) needs a value head: build the policy head with with_value=True "
-                    "(PolicyLogitHead(..., with_value=True) or GaussianHead(..., with_value=True))."
-                )
-            values = outputs.value[:-1]
+            values = require_value(self, outputs)[:-1]
             advantages = returns - jax.lax.stop_gradient(values)
             terms["value_loss"] = 0.5 * jnp.mean(mask * jnp.square(returns - values))
-        log_pi, entropy = log_pi_and_entropy(outputs, trajectory.policy_step.action)
+        log_pi, entropy = agent.log_prob_and_entropy(outputs, trajectory.policy_step.action)
         weights = mask * clamped_importance_weights(log_pi, trajectory.policy_step.log_prob)
         terms["policy_loss"] = policy_gradient_loss(log_pi, advantages, weights)
         terms["entropy"] = jnp.mean(mask * entropy)

@@ -7,10 +7,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._types import AbstractPolicyOutput, Trajectory
+from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative, check_positive
-from ..networks import AbstractNetwork
-from .modules import AbstractLoss, LossTerms, log_pi_and_entropy, transition_mask
+from ..agent import Agent
+from ..results import LossTerms
+from .modules import AbstractLoss, cut_lambda_at_episode_ends, require_value, transition_mask
 from .policy_gradient import ppo_clipped_surrogate
 from .value_learning import generalized_advantage_estimation
 
@@ -73,49 +74,55 @@ class PPOLoss(AbstractLoss):
         check_non_negative("PPOLoss", "value_coefficient", self.value_coefficient)
         check_non_negative("PPOLoss", "entropy_coefficient", self.entropy_coefficient)
 
-    def trajectory_loss(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
-    ) -> tuple[Float[Array, ""], LossTerms]:
-        """The loss of one trajectory `[T + 1]` (advantages normalised over it alone)."""
-        batch = Trajectory(
-            jax.tree.map(lambda x: x[:, None], trajectory.timestep),
-            jax.tree.map(lambda x: x[:, None], trajectory.policy_step),
-            jax.tree.map(lambda x: x[None], trajectory.carry),
-        )
-        return self(network, batch, target_network)
+    def check_output(self, output: AbstractNetworkOutput) -> None:
+        require_value(self, output)
 
     def __call__(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+        self, agent: Agent, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
-        del target_network
-        parts = jax.vmap(lambda t, p, c: self._parts(network, Trajectory(t, p, c)), in_axes=(1, 1, 0))(
+        parts = jax.vmap(lambda t, p, c: self._parts(agent, Trajectory(t, p, c)), in_axes=(1, 1, 0))(
             trajectory.timestep, trajectory.policy_step, trajectory.carry
         )
         log_pi, log_mu, advantages, values, mask, entropy = (x.ravel() for x in parts)
         returns = jax.lax.stop_gradient(advantages + values)
         if self.normalize_advantages:
-            count = jnp.maximum(jnp.sum(mask), 1.0)
-            mean = jnp.sum(mask * advantages) / count
-            std = jnp.sqrt(jnp.sum(mask * jnp.square(advantages - mean)) / count)
-            advantages = (advantages - mean) / (std + 1e-8)
+            advantages = _standardized(advantages, mask, axis_name)
         policy_loss = ppo_clipped_surrogate(log_pi, log_mu, advantages, self.clip_epsilon, weights=mask)
         value_loss = 0.5 * jnp.mean(mask * jnp.square(returns - values))
         entropy = jnp.mean(mask * entropy)
         loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
-    def _parts(self, network: AbstractNetwork, trajectory: Trajectory) -> tuple[Float[Array, " T"], ...]:
+    def _parts(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, " T"], ...]:
         """Per transition: log pi, log mu, the advantage, the value, the mask and the entropy."""
         timestep = trajectory.timestep
-        outputs, _ = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)
-        if outputs.value is None:
-            raise ValueError("PPOLoss needs state values: build the policy head with with_value=True.")
+        outputs = agent.outputs(trajectory)
+        values = require_value(self, outputs)
         advantages = generalized_advantage_estimation(
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
-            lambda_=self.lambda_ * (1.0 - timestep.is_last[1:]),
-            values=jax.lax.stop_gradient(outputs.value),
+            lambda_=cut_lambda_at_episode_ends(self.lambda_, trajectory),
+            values=jax.lax.stop_gradient(values),
         )
-        log_pi, entropy = log_pi_and_entropy(outputs, trajectory.policy_step.action)
+        log_pi, entropy = agent.log_prob_and_entropy(outputs, trajectory.policy_step.action)
         log_mu = trajectory.policy_step.log_prob
-        return log_pi, log_mu, advantages, outputs.value[:-1], transition_mask(trajectory), entropy
+        return log_pi, log_mu, advantages, values[:-1], transition_mask(trajectory), entropy
+
+
+def _standardized(
+    advantages: Float[Array, " N"], mask: Float[Array, " N"], axis_name: str | None
+) -> Float[Array, " N"]:
+    """Advantages standardised by the mean and standard deviation of the masked ones.
+
+    The statistics are those of the whole minibatch: summed over the device axis when
+    the batch is split over devices, so that the result does not depend on the split.
+    """
+
+    def total(x: Array) -> Array:
+        x = jnp.sum(x)
+        return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+    count = jnp.maximum(total(mask), 1.0)
+    mean = total(mask * advantages) / count
+    std = jnp.sqrt(total(mask * jnp.square(advantages - mean)) / count)
+    return (advantages - mean) / (std + 1e-8)

@@ -1,22 +1,71 @@
 """Q-value losses: TD(lambda) Q-learning and one-step, n-step and double Q-learning."""
 
-from typing import final
+import abc
+from typing import cast, final
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
 from .._types import QValues, Trajectory
 from .._validation import check_in_unit_interval, check_positive
+from ..agent import Agent
 from ..networks import AbstractNetwork
-from .modules import AbstractLoss, LossTerms, transition_mask
-from .value_learning import n_step_bootstrapped_returns, td_lambda
+from ..results import LossTerms
+from .modules import AbstractLoss, cut_lambda_at_episode_ends, mean_over_trajectories, transition_mask
+from .value_learning import n_step_q_learning, q_lambda
+
+
+class AbstractQLoss(AbstractLoss):
+    """A loss on action values that may bootstrap from a target network.
+
+    Subclasses implement `trajectory_loss` for one trajectory; calling the module
+    averages it over a batch. Without a target network (on-policy use in a
+    [`podrace.Learner`][]) the online network bootstraps, its targets held constant; a
+    [`podrace.learners.DQNLearner`][] passes its target network.
+    """
+
+    input_type = QValues
+
+    @abc.abstractmethod
+    def trajectory_loss(
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        """The loss of one unbatched trajectory `[T + 1]` and its named terms.
+
+        **Arguments:**
+
+        - `agent`: the network whose parameters are being learnt, and its policy.
+        - `trajectory`: one trajectory.
+        - `target_network`: a slowly updated copy to bootstrap from, or `None`.
+        """
+
+    def __call__(
+        self,
+        agent: Agent,
+        trajectory: Trajectory,
+        *,
+        axis_name: str | None = None,
+        target_network: AbstractNetwork | None = None,
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        """As [`podrace.losses.AbstractLoss`][], bootstrapping from `target_network` if given."""
+        del axis_name  # a mean of equal shares: averaging over devices needs nothing here
+        return mean_over_trajectories(lambda one: self.trajectory_loss(agent, one, target_network), trajectory)
+
+
+def _q_values(
+    agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None
+) -> tuple[Float[Array, "time num_actions"], Float[Array, "time-1 num_actions"]]:
+    """The online action values of time steps `0..T`, and those to bootstrap from at `1..T`."""
+    q_values = cast(QValues, agent.outputs(trajectory)).q_values
+    if target_network is None:
+        return q_values, q_values[1:]
+    return q_values, cast(QValues, Agent(target_network, agent.policy).outputs(trajectory)).q_values[1:]
 
 
 @final
-class TDLambdaQLoss(AbstractLoss):
+class TDLambdaQLoss(AbstractQLoss):
     """Q-learning with lambda-returns: the agent of the Podracer paper's Anakin demo.
 
     Regresses `Q(s_t, a_t)` towards lambda-returns bootstrapped on `max_a Q(s, a)`
@@ -35,7 +84,6 @@ class TDLambdaQLoss(AbstractLoss):
 
     discount: Float[Array, ""]
     lambda_: Float[Array, ""]
-    input_type = QValues
 
     def __init__(self, *, discount: ArrayLike, lambda_: ArrayLike):
         self.discount = jnp.asarray(discount, jnp.float32)
@@ -46,23 +94,24 @@ class TDLambdaQLoss(AbstractLoss):
         check_in_unit_interval("TDLambdaQLoss", "lambda_", self.lambda_)
 
     def trajectory_loss(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        q_values, q_tm1 = _q_values_and_taken(network, trajectory)
-        errors = td_lambda(
-            v_tm1=q_tm1,
+        q_values, q_t = _q_values(agent, trajectory, target_network)
+        errors = q_lambda(
+            q_tm1=q_values[:-1],
+            a_tm1=trajectory.policy_step.action,
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
-            v_t=greedy_values(q_values, trajectory, target_network),
-            lambda_=self.lambda_ * (1.0 - timestep.is_last[1:]),
+            q_t=q_t,
+            lambda_=cut_lambda_at_episode_ends(self.lambda_, trajectory),
         )
         td_loss = jnp.mean(transition_mask(trajectory) * jnp.square(errors))
         return td_loss, {"td_loss": td_loss}
 
 
 @final
-class QLearningLoss(AbstractLoss):
+class QLearningLoss(AbstractQLoss):
     """Regresses `Q(s_t, a_t)` towards n-step targets bootstrapped on a greedy value.
 
     The target of each transition is `r_{t+1} + ... + discount^n * v(s_{t+n})`, with
@@ -90,7 +139,6 @@ class QLearningLoss(AbstractLoss):
     huber_delta: Float[Array, ""] | None
     n_step: int = eqx.field(static=True)
     double: bool = eqx.field(static=True)
-    input_type = QValues
 
     def __init__(
         self, *, discount: ArrayLike, n_step: int = 1, double: bool = False, huber_delta: ArrayLike | None = None
@@ -108,54 +156,23 @@ class QLearningLoss(AbstractLoss):
             check_positive("QLearningLoss", "huber_delta", self.huber_delta)
 
     def trajectory_loss(
-        self, network: AbstractNetwork, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        q_values, q_tm1 = _q_values_and_taken(network, trajectory)
-        v_t = greedy_values(q_values, trajectory, target_network, double=self.double)
-        targets = n_step_bootstrapped_returns(
+        q_values, q_t = _q_values(agent, trajectory, target_network)
+        errors = n_step_q_learning(
+            q_tm1=q_values[:-1],
+            a_tm1=trajectory.policy_step.action,
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
-            v_t=v_t,
+            q_t=q_t,
             n=self.n_step,
-            lambda_=1.0 - timestep.is_last[1:],
+            lambda_=cut_lambda_at_episode_ends(1.0, trajectory),
+            q_t_selector=q_values[1:] if self.double and target_network is not None else None,
         )
-        errors = jax.lax.stop_gradient(targets) - q_tm1
         if self.huber_delta is None:
             per_step = 0.5 * jnp.square(errors)
         else:
             per_step = optax.huber_loss(errors, delta=self.huber_delta)  # pyright: ignore[reportArgumentType]
         td_loss = jnp.mean(transition_mask(trajectory) * per_step)
         return td_loss, {"td_loss": td_loss}
-
-
-def _q_values_and_taken(
-    network: AbstractNetwork, trajectory: Trajectory
-) -> tuple[Float[Array, "time num_actions"], Float[Array, " time-1"]]:
-    """The action values of time steps `0..T` and those of the actions taken at `0..T-1`."""
-    timestep = trajectory.timestep
-    q_values = network.unroll(timestep.observation, trajectory.carry, timestep.is_first)[0].q_values
-    q_tm1 = jnp.take_along_axis(q_values[:-1], trajectory.policy_step.action[:, None], axis=-1)[:, 0]
-    return q_values, q_tm1
-
-
-def greedy_values(
-    q_values: Float[Array, "time num_actions"],
-    trajectory: Trajectory,
-    target_network: AbstractNetwork | None,
-    *,
-    double: bool = False,
-) -> Float[Array, " time-1"]:
-    """The bootstrap values of time steps `1..T`: `max_a Q`, from the target network if there is one.
-
-    With `double`, the target network's value of the online network's greedy action
-    (van Hasselt et al., 2016). Without a target network, the online `q_values` bootstrap.
-    """
-    if target_network is None:
-        return jnp.max(q_values[1:], axis=-1)
-    timestep = trajectory.timestep
-    target_q = target_network.unroll(timestep.observation, trajectory.carry, timestep.is_first)[0].q_values[1:]
-    if not double:
-        return jnp.max(target_q, axis=-1)
-    greedy = jnp.argmax(q_values[1:], axis=-1)
-    return jnp.take_along_axis(target_q, greedy[:, None], axis=-1)[:, 0]

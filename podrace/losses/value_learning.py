@@ -5,6 +5,19 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int
 
 
+def varying_like(init: Array, *sequences: Array) -> Array:
+    """`init`, varying over every device axis that one of `sequences` varies over.
+
+    The start of a `lax.scan` carry must have the type of the carry the body returns;
+    inside `shard_map` that type includes the device axes its inputs vary over, which a
+    constant start lacks. Adding a zero derived from each sequence marks it so (and
+    changes nothing outside `shard_map`).
+    """
+    for sequence in sequences:
+        init = init + jnp.zeros_like(sequence[-1], dtype=init.dtype)
+    return init
+
+
 def lambda_returns(
     r_t: Float[Array, " T"],
     discount_t: Float[Array, " T"],
@@ -37,7 +50,9 @@ def lambda_returns(
         g = reward + discount * ((1 - lam) * value + lam * next_return)
         return g, g
 
-    _, returns = jax.lax.scan(backward, v_t[-1], (r_t, discount_t, v_t, lambda_), reverse=True)
+    _, returns = jax.lax.scan(
+        backward, varying_like(v_t[-1], r_t, discount_t, lambda_), (r_t, discount_t, v_t, lambda_), reverse=True
+    )
     return returns
 
 
@@ -104,7 +119,7 @@ def discounted_returns(
         g = reward + discount * next_return
         return g, g
 
-    _, returns = jax.lax.scan(backward, bootstrap, (r_t, discount_t), reverse=True)
+    _, returns = jax.lax.scan(backward, varying_like(bootstrap, r_t, discount_t), (r_t, discount_t), reverse=True)
     return returns
 
 
@@ -196,13 +211,38 @@ def generalized_advantage_estimation(
         advantage = delta + discount * lam * next_advantage
         return advantage, advantage
 
-    zero = jnp.zeros((), values.dtype)
+    zero = varying_like(jnp.zeros((), values.dtype), deltas, discount_t, lambda_)
     _, advantages = jax.lax.scan(backward, zero, (deltas, discount_t, lambda_), reverse=True)
     if stop_target_gradients:
         # Plus zero in value, minus one in gradient: only the prediction is learnt.
         predictions = values[:-1]
         advantages = jax.lax.stop_gradient(advantages) - (predictions - jax.lax.stop_gradient(predictions))
     return advantages
+
+
+def greedy_value(q_t: Float[Array, "*T A"], q_t_selector: Float[Array, "*T A"] | None = None) -> Float[Array, "*T"]:
+    """The value of the greedy action: `max_a q_t[a]`, or `q_t` at `argmax_a q_t_selector[a]`.
+
+    With a selector this is double Q-learning's bootstrap value: one set of values picks
+    the action, the other evaluates it.
+
+    Reference: van Hasselt, Guez & Silver, "Deep Reinforcement Learning with Double
+    Q-learning", AAAI 2016.
+
+    **Arguments:**
+
+    - `q_t`: action values (e.g. a target network's).
+    - `q_t_selector`: action values that select the action (e.g. the online
+        network's); `None` for `max_a q_t[a]`.
+
+    **Returns:**
+
+    One value per leading index.
+    """
+    if q_t_selector is None:
+        return jnp.max(q_t, axis=-1)
+    greedy = jnp.argmax(q_t_selector, axis=-1)
+    return jnp.take_along_axis(q_t, greedy[..., None], axis=-1)[..., 0]
 
 
 def q_learning(
@@ -235,7 +275,7 @@ def q_learning(
 
     The scalar TD error.
     """
-    target = jnp.asarray(r_t) + jnp.asarray(discount_t) * jnp.max(q_t)
+    target = jnp.asarray(r_t) + jnp.asarray(discount_t) * greedy_value(q_t)
     if stop_target_gradients:
         target = jax.lax.stop_gradient(target)
     return target - q_tm1[a_tm1]
@@ -277,7 +317,7 @@ def double_q_learning(
 
     The scalar TD error.
     """
-    target = jnp.asarray(r_t) + jnp.asarray(discount_t) * q_t_value[jnp.argmax(q_t_selector)]
+    target = jnp.asarray(r_t) + jnp.asarray(discount_t) * greedy_value(q_t_value, q_t_selector)
     if stop_target_gradients:
         target = jax.lax.stop_gradient(target)
     return target - q_tm1[a_tm1]
@@ -292,12 +332,14 @@ def n_step_q_learning(
     n: int,
     lambda_: ArrayLike = 1.0,
     *,
+    q_t_selector: Float[Array, "T A"] | None = None,
     stop_target_gradients: bool = True,
 ) -> Float[Array, " T"]:
     """N-step Q-learning TD errors along a trajectory.
 
     The targets are [`podrace.losses.n_step_bootstrapped_returns`][] on the greedy values
-    `max_a q_t[a]`. A `discount_t` of 0 (termination) stops bootstrapping; at a
+    `max_a q_t[a]` (with `q_t_selector`, double Q-learning's, see
+    [`podrace.losses.greedy_value`][]). A `discount_t` of 0 (termination) stops bootstrapping; at a
     truncation pass a discount of 1 and a `lambda_t` of 0, so that the target
     bootstraps from `q_t` there.
 
@@ -314,13 +356,15 @@ def n_step_q_learning(
     - `q_t`: action values at times `1..T` to bootstrap from (e.g. a target network's).
     - `n`: the number of steps before bootstrapping, at least 1 (static).
     - `lambda_`: a scalar or one mixing coefficient per step, in [0, 1].
+    - `q_t_selector`: action values at times `1..T` that select the greedy action
+        (double Q-learning), or `None`.
     - `stop_target_gradients`: whether the targets are treated as constants.
 
     **Returns:**
 
     The errors `G_t - q_tm1[a_tm1]`, one per time step.
     """
-    targets = n_step_bootstrapped_returns(r_t, discount_t, jnp.max(q_t, axis=-1), n, lambda_)
+    targets = n_step_bootstrapped_returns(r_t, discount_t, greedy_value(q_t, q_t_selector), n, lambda_)
     if stop_target_gradients:
         targets = jax.lax.stop_gradient(targets)
     return targets - _chosen(q_tm1, a_tm1)
@@ -361,7 +405,7 @@ def q_lambda(
 
     The errors `G_t - q_tm1[a_tm1]`, one per time step.
     """
-    targets = lambda_returns(r_t, discount_t, jnp.max(q_t, axis=-1), lambda_)
+    targets = lambda_returns(r_t, discount_t, greedy_value(q_t), lambda_)
     if stop_target_gradients:
         targets = jax.lax.stop_gradient(targets)
     return targets - _chosen(q_tm1, a_tm1)

@@ -5,18 +5,30 @@ from .feedforward import (
     AbstractFeedForwardNetwork as AbstractFeedForwardNetwork,
     ActorCriticNetwork as ActorCriticNetwork,
     FeedForwardNetwork as FeedForwardNetwork,
+)
+from .heads import (
+    AbstractHead as AbstractHead,
+    AbstractValueHead as AbstractValueHead,
     GaussianHead as GaussianHead,
-    MLPTorso as MLPTorso,
     PolicyLogitHead as PolicyLogitHead,
     QValueHead as QValueHead,
     ValueHead as ValueHead,
 )
+from .torsos import (
+    AbstractTorso as AbstractTorso,
+    ConvTorso as ConvTorso,
+    MLPTorso as MLPTorso,
+)
 
 
 __all__ = [
-    "ActorCriticNetwork",
     "AbstractFeedForwardNetwork",
+    "AbstractHead",
     "AbstractNetwork",
+    "AbstractTorso",
+    "AbstractValueHead",
+    "ActorCriticNetwork",
+    "ConvTorso",
     "FeedForwardNetwork",
     "GaussianHead",
     "MLPTorso",

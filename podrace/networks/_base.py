@@ -3,6 +3,7 @@ from typing import Generic, TypeVar
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Bool, PyTree
 
 from .._types import AbstractNetworkOutput
@@ -48,6 +49,14 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
     def initial_carry(self) -> PyTree[Array]:
         """The recurrent state at the start of an episode (`()` if there is none)."""
 
+    def reset_carry(self, carry: PyTree[Array], is_first: Bool[Array, ""]) -> PyTree[Array]:
+        """The carry of one environment, reset to `initial_carry()` if `is_first`.
+
+        The one place where a carry is reset: unrolls, rollouts and host collectors
+        all call it before applying the network to a time step.
+        """
+        return jax.tree.map(lambda initial, c: jnp.where(is_first, initial, c), self.initial_carry(), carry)
+
     def unroll(
         self, observations: PyTree[Array], carry: PyTree[Array], is_first: Bool[Array, " T"]
     ) -> tuple[OutputT, PyTree[Array]]:
@@ -63,12 +72,10 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
 
         Outputs with a leading time axis, and the carry after the last observation.
         """
-        initial = self.initial_carry()
 
         def step(carry, inputs):
             observation, first = inputs
-            carry = jax.tree.map(lambda init, c: jax.numpy.where(first, init, c), initial, carry)
-            output, carry = self(observation, carry)
+            output, carry = self(observation, self.reset_carry(carry, first))
             return carry, output
 
         carry, outputs = jax.lax.scan(step, carry, (observations, is_first))

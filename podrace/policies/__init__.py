@@ -6,8 +6,9 @@ from ._policies import (
     EpsilonGreedy as EpsilonGreedy,
     Gaussian as Gaussian,
     Greedy as Greedy,
+    Mode as Mode,
     Softmax as Softmax,
 )
 
 
-__all__ = ["AbstractPolicy", "Categorical", "EpsilonGreedy", "Gaussian", "Greedy", "Softmax"]
+__all__ = ["AbstractPolicy", "Categorical", "EpsilonGreedy", "Gaussian", "Greedy", "Mode", "Softmax"]

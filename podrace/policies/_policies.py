@@ -8,6 +8,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._types import (
     AbstractNetworkOutput,
+    AbstractPolicyOutput,
     AbstractSpace,
     Box,
     Discrete,
@@ -158,13 +159,67 @@ class Gaussian(AbstractPolicy[GaussianParams]):
         return output.distribution()
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
-        if not isinstance(action_space, Box) or not jnp.issubdtype(action_space.dtype, jnp.floating):
-            raise ValueError(
-                f"Gaussian samples real action vectors, but the environment's action space is "
-                f"{action_space!r}; use a discrete-action policy such as podrace.policies.Categorical for it."
+        _check_real_vectors(
+            "Gaussian",
+            "samples real action vectors",
+            action_space,
+            fix="use a discrete-action policy such as podrace.policies.Categorical for it",
+        )
+
+
+@final
+class Mode(AbstractPolicy[AbstractPolicyOutput]):
+    """Takes the most likely action of a policy head: the mode of its action distribution.
+
+    The deterministic counterpart of [`podrace.policies.Categorical`][] and
+    [`podrace.policies.Gaussian`][], e.g. to evaluate a policy-gradient agent: the
+    argmax of the logits of a [`podrace.PolicyLogits`][] (the first one on ties, as an
+    `int32` index) and the mean of a [`podrace.GaussianParams`][]. It reads any
+    [`podrace.AbstractPolicyOutput`][] and acts in `Discrete` action spaces or in `Box`
+    action spaces of one dimension; the network's head decides which.
+
+    The reported log-probability and entropy are those of the head's distribution
+    (`output.distribution()`) at the chosen action, not those of the deterministic
+    choice: they say how sure the head is of its mode.
+    """
+
+    input_type = AbstractPolicyOutput
+
+    def distribution(self, output: AbstractPolicyOutput) -> distrax.Distribution:
+        return output.distribution()
+
+    def __call__(self, output: AbstractPolicyOutput, key: PRNGKeyArray) -> PolicyStep:
+        del key
+        distribution = self.distribution(output)
+        action = jnp.asarray(distribution.mode())
+        if jnp.issubdtype(action.dtype, jnp.integer):
+            action = action.astype(jnp.int32)
+        return PolicyStep(action, jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy()))
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        if not isinstance(action_space, Discrete):
+            _check_real_vectors(
+                "Mode",
+                "acts among discrete actions or with real action vectors",
+                action_space,
+                fix="give the environment a Discrete action space or a Box of floats",
             )
-        if len(action_space.shape) != 1:
-            raise ValueError(
-                f"Gaussian samples flat action vectors, but the environment's actions have shape "
-                f"{action_space.shape}; flatten the action space to one dimension."
-            )
+
+
+def _check_real_vectors(name: str, acts: str, action_space: AbstractSpace, *, fix: str) -> None:
+    """Raises `ValueError` unless `action_space` is a one-dimensional `Box` of floats.
+
+    **Arguments:**
+
+    - `name`: the policy, as messages name it.
+    - `acts`: what it does, completing the sentence "`name` ...".
+    - `action_space`: the environment's action space.
+    - `fix`: what to do when the space does not hold real action vectors.
+    """
+    if not isinstance(action_space, Box) or not jnp.issubdtype(action_space.dtype, jnp.floating):
+        raise ValueError(f"{name} {acts}, but the environment's action space is {action_space!r}; {fix}.")
+    if len(action_space.shape) != 1:
+        raise ValueError(
+            f"{name} takes flat action vectors, but the environment's actions have shape "
+            f"{action_space.shape}; flatten the action space to one dimension."
+        )

@@ -1,9 +1,9 @@
 """Host environments: acting in a batch of Gymnasium environments and learning from it.
 
-A [`podrace.host.GymnasiumCollector`][] steps a `gymnasium.vector.VectorEnv` with a
+A [`podrace.executors.host.GymnasiumCollector`][] steps a `gymnasium.vector.VectorEnv` with a
 learner's policy and returns the same [`podrace.Trajectory`][] that the on-device
 rollout produces, so every learner trains on host environments unchanged.
-[`podrace.host.train_on_host`][] alternates collection and updates; with `overlap`, a
+[`podrace.executors.host.train_on_host`][] alternates collection and updates; with `overlap`, a
 background thread collects the next rollout while the learner updates on the last one
 (double buffering, as in rlplay's parallel samplers and IMPALA-style actors).
 
@@ -26,13 +26,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
-from ._types import AbstractSpace, Box, Discrete, PolicyStep, TimeStep, Trajectory
-from ._validation import check_agent_fits, check_positive_int
-from .anakin import TrainMetrics
-from .evaluation import EvaluationResult
-from .learners import AbstractLearner, Behaviour, UpdateMetrics
-from .networks import AbstractNetwork
-from .policies import AbstractPolicy
+from .._types import AbstractSpace, Box, Discrete, PolicyStep, TimeStep, Trajectory
+from .._validation import check_agent_fits, check_learner_fits, check_positive_int
+from ..agent import Agent
+from ..learners import AbstractLearner
+from ..networks import AbstractNetwork
+from ..policies import AbstractPolicy
+from ..results import EvaluationResult, TrainMetrics, UpdateMetrics
 
 
 def _import_gymnasium():
@@ -84,15 +84,15 @@ def _check_vector_env(envs: Any) -> None:
         )
 
 
-def _check_vector_env_fits(envs: Any, network: AbstractNetwork, policy: AbstractPolicy) -> None:
-    """Raises `ValueError` unless `envs` is a next-step-autoreset vector env the agent can act in."""
+def _vector_env_spaces(envs: Any) -> tuple[AbstractSpace, jax.ShapeDtypeStruct, str]:
+    """The action space, observation shape and name of a next-step-autoreset vector env."""
     _check_vector_env(envs)
     observation_space = space_from_gymnasium(envs.single_observation_space)
     if not isinstance(observation_space, Box):
         raise ValueError(f"podrace takes Box observations from Gymnasium, got {envs.single_observation_space}.")
     observation = jax.ShapeDtypeStruct(observation_space.shape, observation_space.dtype)
     env_name = f"the Gymnasium env {envs.spec.id if envs.spec else type(envs).__name__}"
-    check_agent_fits(network, policy, space_from_gymnasium(envs.single_action_space), observation, env_name=env_name)
+    return space_from_gymnasium(envs.single_action_space), observation, env_name
 
 
 @final
@@ -105,19 +105,18 @@ class _BatchedActor:
     the rollout is stacked.
     """
 
-    def __init__(self, behaviour: Behaviour):
-        arrays, static = eqx.partition(behaviour, eqx.is_array)
+    def __init__(self, agent: Agent):
+        arrays, static = eqx.partition(agent, eqx.is_array)
         treedef = jax.tree.structure(arrays)
-        initial_carry = behaviour.network.initial_carry()
+        initial_carry = agent.network.initial_carry()
 
         def act(leaves, observation, carry, is_first, key_data):
-            behaviour = eqx.combine(jax.tree.unflatten(treedef, leaves), static)
+            agent = eqx.combine(jax.tree.unflatten(treedef, leaves), static)
             key, act_key = jax.random.split(jax.random.wrap_key_data(key_data))
             keys = jax.random.split(act_key, is_first.shape[0])
 
             def act_one(observation, carry, is_first, key):
-                carry = jax.tree.map(lambda i, c: jnp.where(is_first, i, c), initial_carry, carry)
-                return behaviour(observation, carry, key)
+                return agent(observation, agent.network.reset_carry(carry, is_first), key)
 
             policy_step, carry = jax.vmap(act_one)(observation, carry, is_first, keys)
             return policy_step.action, policy_step, carry, jax.random.key_data(key)
@@ -125,9 +124,9 @@ class _BatchedActor:
         self._act = jax.jit(act)
         self._initial_carry = initial_carry
 
-    def arrays(self, behaviour: Behaviour) -> list[Array]:
-        """The arrays to act with (a behaviour of the same structure, any parameters)."""
-        return jax.tree.leaves(eqx.filter(behaviour, eqx.is_array))
+    def arrays(self, agent: Agent) -> list[Array]:
+        """The arrays to act with (an agent of the same structure, any parameters)."""
+        return jax.tree.leaves(eqx.filter(agent, eqx.is_array))
 
     def initial_carry(self, num_envs: int) -> PyTree[Array]:
         """The network's initial carry for `num_envs` environments."""
@@ -199,11 +198,12 @@ class GymnasiumCollector:
         seed: int | None = None,
     ):
         check_positive_int("GymnasiumCollector", "rollout_length", rollout_length)
-        _check_vector_env_fits(envs, learner.network, learner.policy)
+        action_space, observation, env_name = _vector_env_spaces(envs)
+        check_learner_fits(learner, action_space, observation, num_envs=envs.num_envs, env_name=env_name)
         self.envs = envs
         self.learner = learner
         self.rollout_length = rollout_length
-        self._actor = _BatchedActor(Behaviour(learner.network, learner.policy))
+        self._actor = _BatchedActor(Agent(learner.network, learner.policy))
         self._key_data = jax.random.key_data(key)
         observation, _ = envs.reset(seed=seed)
         num_envs = envs.num_envs
@@ -221,19 +221,19 @@ class GymnasiumCollector:
         """The latest time steps of the environments (leading axis `B`)."""
         return jax.tree.map(lambda x: x[0], _stack_timesteps([self._timestep]))
 
-    def collect(self, behaviour: Behaviour) -> tuple[Trajectory, EpisodeStatistics]:
-        """One rollout acting with `behaviour`.
+    def collect(self, agent: Agent) -> tuple[Trajectory, EpisodeStatistics]:
+        """One rollout acting with `agent`.
 
         **Arguments:**
 
-        - `behaviour`: the network and policy to act with (`learner.behaviour(state)`).
+        - `agent`: the network and policy to act with (`learner.agent(state)`).
 
         **Returns:**
 
         The trajectory `[T + 1, B]` (on the default device) and the statistics of the
         episodes that ended during the rollout.
         """
-        arrays = self._actor.arrays(behaviour)
+        arrays = self._actor.arrays(agent)
         carry_before = self._carry
         timesteps, policy_steps = [self._timestep], []
         ended_returns, ended_lengths = [], []
@@ -314,7 +314,7 @@ def _stack_timesteps(steps: list[_HostStep]) -> TimeStep:
 
 @final
 class HostTrainResult(eqx.Module):
-    """What [`podrace.host.train_on_host`][] returns.
+    """What [`podrace.executors.host.train_on_host`][] returns.
 
     **Arguments:**
 
@@ -348,7 +348,7 @@ def train_on_host(
     **Arguments:**
 
     - `learner`: the learner; the collector's learner provides the policy.
-    - `collector`: the [`podrace.host.GymnasiumCollector`][].
+    - `collector`: the [`podrace.executors.host.GymnasiumCollector`][].
     - `num_updates`: how many rollouts and updates.
     - `key`: the learner's randomness, to start from `learner.init(key, collector.timestep)`.
     - `state`: the learner state to start from instead (e.g. a previous result's).
@@ -364,14 +364,14 @@ def train_on_host(
     learner_state = state if key is None else learner.init(key, collector.timestep)
     metrics: list[TrainMetrics] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
-        pending = executor.submit(collector.collect, learner.behaviour(learner_state)) if overlap else None
+        pending = executor.submit(collector.collect, learner.agent(learner_state)) if overlap else None
         for k in range(num_updates):
             if pending is None:
-                trajectory, episodes = collector.collect(learner.behaviour(learner_state))
+                trajectory, episodes = collector.collect(learner.agent(learner_state))
             else:
                 trajectory, episodes = pending.result()
                 if k + 1 < num_updates:
-                    pending = executor.submit(collector.collect, learner.behaviour(learner_state))
+                    pending = executor.submit(collector.collect, learner.agent(learner_state))
             learner_state, update_metrics = _update(learner, learner_state, trajectory)
             metrics.append(_train_metrics(update_metrics, episodes))
     return HostTrainResult(learner_state, jax.tree.map(lambda *values: jnp.stack(values), *metrics))
@@ -409,13 +409,14 @@ def evaluate_on_host(
     cut by the budget reports `completed=False` with its return so far, and one never
     started reports 0.
     """
-    _check_vector_env_fits(envs, network, policy)
+    action_space, observation, env_name = _vector_env_spaces(envs)
+    check_agent_fits(network, policy, action_space, observation, env_name=env_name)
     num_envs = envs.num_envs
     quota = num_episodes // num_envs + (np.arange(num_envs) < num_episodes % num_envs)
     results: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
-    behaviour = Behaviour(network, policy)
-    actor = _BatchedActor(behaviour)
-    arrays, carry, key_data = actor.arrays(behaviour), actor.initial_carry(num_envs), jax.random.key_data(key)
+    agent = Agent(network, policy)
+    actor = _BatchedActor(agent)
+    arrays, carry, key_data = actor.arrays(agent), actor.initial_carry(num_envs), jax.random.key_data(key)
     observation, _ = envs.reset(seed=seed)
     timestep = _first_timestep(observation)
     episodes = _EpisodeTracker(num_envs)

@@ -16,12 +16,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
+from jaxtyping import Array, Float, Key, PRNGKeyArray, PyTree
 
-from ._types import TimeStep, Trajectory
-from ._validation import check_agent_fits, check_positive_int
-from .envs import AbstractEnv, AutoReset
-from .learners import AbstractLearner, Behaviour, UpdateMetrics
+from .._types import TimeStep, Trajectory
+from .._validation import check_learner_fits, check_positive_int
+from ..agent import Agent
+from ..envs import AbstractEnv, AutoReset
+from ..learners import AbstractLearner
+from ..learners.learner import raise_non_finite_loss
+from ..results import TrainMetrics
 
 
 @final
@@ -63,32 +66,6 @@ class AnakinState(eqx.Module):
 
 
 @final
-class TrainMetrics(eqx.Module):
-    """Per-update metrics; `Anakin.train` stacks them along a leading axis.
-
-    **Arguments:**
-
-    - `update`: the learner's metrics.
-    - `episode_return_sum`: the summed returns of episodes that ended in the rollout.
-    - `episodes_completed`: how many episodes ended in the rollout.
-    """
-
-    update: UpdateMetrics
-    episode_return_sum: Float[Array, "*updates"]
-    episodes_completed: Int[Array, "*updates"]
-
-    @property
-    def mean_episode_return(self) -> Float[Array, "*population"]:
-        """The mean return of all episodes completed in these updates (NaN if none).
-
-        Over the last axis (the updates): one value for a run, one per member for the
-        stacked metrics of a [`podrace.Population`][].
-        """
-        count = jnp.sum(self.episodes_completed, axis=-1)
-        return jnp.where(count > 0, jnp.sum(self.episode_return_sum, axis=-1) / jnp.maximum(count, 1), jnp.nan)
-
-
-@final
 class TrainResult(eqx.Module):
     """What `Anakin.train` returns.
 
@@ -103,14 +80,14 @@ class TrainResult(eqx.Module):
 
 
 def rollout(
-    env: AbstractEnv, behaviour: Behaviour, envs: EnvBatch, length: int
+    env: AbstractEnv, agent: Agent, envs: EnvBatch, length: int
 ) -> tuple[EnvBatch, Trajectory, Float[Array, " T batch"]]:
     """Acts for `length` steps in a batch of auto-resetting environments.
 
     **Arguments:**
 
     - `env`: an auto-resetting environment.
-    - `behaviour`: the network and policy that act (shared by all environments).
+    - `agent`: the network and policy that act (shared by all environments).
     - `envs`: the batch to step.
     - `length`: the number of steps `T`.
 
@@ -120,14 +97,13 @@ def rollout(
     step is the last one of the previous rollout) and, for each step and environment,
     the return of an episode that ended there (0 elsewhere).
     """
-    initial_carry = behaviour.network.initial_carry()
-    act = jax.vmap(behaviour)
+    act = jax.vmap(agent)
     step_envs = jax.vmap(env.step)
-    reset_where = jax.vmap(lambda first, carry: jax.tree.map(lambda i, c: jnp.where(first, i, c), initial_carry, carry))
+    reset_carry = jax.vmap(agent.network.reset_carry)
 
     def step(envs: EnvBatch, _):
         keys = jax.vmap(lambda key: jax.random.split(key, 3))(envs.key)
-        carry = reset_where(envs.timestep.is_first, envs.carry)
+        carry = reset_carry(envs.carry, envs.timestep.is_first)
         policy_step, carry = act(envs.timestep.observation, carry, keys[:, 1])
         env_state, timestep = step_envs(envs.env_state, policy_step.action, keys[:, 2])
         episode_return = jnp.where(timestep.is_first, 0.0, envs.episode_return + timestep.reward)
@@ -143,17 +119,66 @@ def rollout(
     return last, Trajectory(timesteps, policy_steps, envs.carry), ended_returns
 
 
-def _train_on_shard(
+def init_state(env: AbstractEnv, learner: AbstractLearner, key: PRNGKeyArray, *, num_envs: int) -> AnakinState:
+    """The initial state of `num_envs` auto-resetting environments and of the learner.
+
+    The device-free core of [`podrace.Anakin.init`][]: it runs on one device, under
+    `vmap` (as [`podrace.Population`][] runs it) or wherever the caller places it.
+
+    The keys follow one recipe: `learner_key, envs_key = split(key)`; environment `i`
+    takes `split(envs_key, num_envs)[i]` and splits it into its own next key and the
+    key of its reset. The learner's state comes from `learner_key`.
+
+    **Arguments:**
+
+    - `env`: an auto-resetting environment.
+    - `learner`: the learner.
+    - `key`: the randomness of the resets, of every later step and of the learner.
+    - `num_envs`: the number of environments.
+
+    **Returns:**
+
+    The learner's initial state and the batch of environments (each with its own key).
+    """
+
+    def reset(key: PRNGKeyArray) -> EnvBatch:
+        key, reset_key = jax.random.split(key)
+        env_state, timestep = env.reset(reset_key)
+        return EnvBatch(env_state, timestep, learner.network.initial_carry(), key, jnp.zeros((), jnp.float32))
+
+    learner_key, envs_key = jax.random.split(key)
+    envs = jax.vmap(reset)(jax.random.split(envs_key, num_envs))
+    return AnakinState(learner.init(learner_key, envs.timestep), envs)
+
+
+def train_steps(
     env: AbstractEnv,
     learner: AbstractLearner,
     state: AnakinState,
     *,
     rollout_length: int,
     num_updates: int,
-    axis_name: str | None,
+    axis_name: str | None = None,
 ) -> tuple[AnakinState, TrainMetrics]:
+    """Runs `num_updates` rollouts and learner updates: the device-free core of [`podrace.Anakin.train`][].
+
+    **Arguments:**
+
+    - `env`: an auto-resetting environment.
+    - `learner`: the learner.
+    - `state`: the state to continue from (its environment batch is this device's share).
+    - `rollout_length`: environment steps per update.
+    - `num_updates`: the number of updates (static).
+    - `axis_name`: inside `shard_map`, the device axis that the environment batch is
+        split over (gradients and episode counts are combined over it); `None` outside.
+
+    **Returns:**
+
+    The state after the last update and the metrics of each update.
+    """
+
     def one_update(state: AnakinState, _):
-        envs, trajectory, ended_returns = rollout(env, learner.behaviour(state.learner), state.envs, rollout_length)
+        envs, trajectory, ended_returns = rollout(env, learner.agent(state.learner), state.envs, rollout_length)
         learner_state, update_metrics = learner.update(state.learner, trajectory, axis_name=axis_name)
         episodes = (jnp.sum(ended_returns), jnp.sum(trajectory.timestep.is_last[1:], dtype=jnp.int32))
         if axis_name is not None:
@@ -210,7 +235,7 @@ class Anakin(eqx.Module):
         if len(mesh.axis_names) != 1:
             raise ValueError(f"Anakin: the mesh must have one axis (the devices), got axes {mesh.axis_names}.")
         observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
-        check_agent_fits(learner.network, learner.policy, env.action_space, observation, env_name=type(env).__name__)
+        check_learner_fits(learner, env.action_space, observation, num_envs=num_envs, env_name=type(env).__name__)
         self.env = env if isinstance(env, AutoReset) else AutoReset(env)
         self.learner = learner
         self.num_envs = num_envs
@@ -239,7 +264,7 @@ class Anakin(eqx.Module):
 
         The initial state, laid out over the mesh.
         """
-        state = self._initial_state(key, self.num_devices * self.num_envs)
+        state = eqx.filter_jit(init_state)(self.env, self.learner, key, num_envs=self.num_devices * self.num_envs)
         if self.num_devices == 1:
             return state
         (axis,) = self.mesh.axis_names
@@ -249,19 +274,6 @@ class Anakin(eqx.Module):
             jax.device_put(state.envs, NamedSharding(self.mesh, PartitionSpec(axis))),
         )
 
-    @eqx.filter_jit
-    def _initial_state(self, key: PRNGKeyArray, num_envs: int) -> AnakinState:
-        """The initial state of `num_envs` environments and the learner, in one compiled call."""
-
-        def reset(key: PRNGKeyArray) -> EnvBatch:
-            key, reset_key = jax.random.split(key)
-            env_state, timestep = self.env.reset(reset_key)
-            return EnvBatch(env_state, timestep, self.learner.network.initial_carry(), key, jnp.zeros((), jnp.float32))
-
-        learner_key, envs_key = jax.random.split(key)
-        envs = jax.vmap(reset)(jax.random.split(envs_key, num_envs))
-        return AnakinState(self.learner.init(learner_key, envs.timestep), envs)
-
     def _learner_specs(self, learner_state: PyTree[Array]) -> PyTree[PartitionSpec]:
         """Replicated, but for the learner's per-device parts (split along axis 0)."""
         (axis,) = self.mesh.axis_names
@@ -269,9 +281,11 @@ class Anakin(eqx.Module):
             lambda local: PartitionSpec(axis) if local else PartitionSpec(), self.learner.device_local(learner_state)
         )
 
-    @eqx.filter_jit
     def train(self, state: AnakinState, *, num_updates: int) -> TrainResult:
         """Runs `num_updates` rollouts and updates in one compiled call.
+
+        With a learner's `check_nans`, the call waits for its result and a non-finite
+        loss term raises a `FloatingPointError` naming it.
 
         **Arguments:**
 
@@ -283,9 +297,20 @@ class Anakin(eqx.Module):
         The new state and the metrics of each update.
         """
         check_positive_int("Anakin.train", "num_updates", num_updates)
-        options = dict(rollout_length=self.rollout_length, num_updates=num_updates)
+        if not self.learner.check_nans:
+            return self._train(state, num_updates=num_updates)
+        try:
+            return jax.block_until_ready(self._train(state, num_updates=num_updates))
+        except eqx.EquinoxRuntimeError as error:
+            raise_non_finite_loss(error)
+            raise
+
+    @eqx.filter_jit
+    def _train(self, state: AnakinState, *, num_updates: int) -> TrainResult:
         if self.num_devices == 1:
-            state, metrics = _train_on_shard(self.env, self.learner, state, axis_name=None, **options)
+            state, metrics = train_steps(
+                self.env, self.learner, state, rollout_length=self.rollout_length, num_updates=num_updates
+            )
             return TrainResult(state, metrics)
 
         (axis,) = self.mesh.axis_names
@@ -293,7 +318,14 @@ class Anakin(eqx.Module):
 
         def on_shard(dynamic, learner_state, envs):
             env, learner = eqx.combine(dynamic, static)
-            state, metrics = _train_on_shard(env, learner, AnakinState(learner_state, envs), axis_name=axis, **options)
+            state, metrics = train_steps(
+                env,
+                learner,
+                AnakinState(learner_state, envs),
+                rollout_length=self.rollout_length,
+                num_updates=num_updates,
+                axis_name=axis,
+            )
             return state.learner, state.envs, metrics
 
         replicated, split, learner_specs = PartitionSpec(), PartitionSpec(axis), self._learner_specs(state.learner)

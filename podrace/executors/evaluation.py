@@ -1,38 +1,18 @@
 """Evaluating a policy: returns and lengths of whole episodes, in JAX or Gymnasium envs."""
 
-from typing import Any, final
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+from jaxtyping import PRNGKeyArray
 
-from ._validation import check_agent_fits, check_positive_int
-from .envs import AbstractEnv
-from .networks import AbstractNetwork
-from .policies import AbstractPolicy
-
-
-@final
-class EvaluationResult(eqx.Module):
-    """Per-episode results of [`podrace.evaluate`][].
-
-    **Arguments:**
-
-    - `returns`: the undiscounted return of each episode.
-    - `lengths`: its number of steps.
-    - `completed`: whether it ended (terminated or truncated) within the step budget;
-        an episode that did not reports its return and length so far.
-    """
-
-    returns: Float[Array, "*population episodes"]
-    lengths: Int[Array, "*population episodes"]
-    completed: Bool[Array, "*population episodes"]
-
-    @property
-    def mean_return(self) -> Float[Array, "*population"]:
-        """The mean return over the episodes (of each member, for [`podrace.evaluate_population`][])."""
-        return jnp.mean(self.returns, axis=-1)
+from .._validation import check_agent_fits, check_positive_int
+from ..envs import AbstractEnv
+from ..networks import AbstractNetwork
+from ..policies import AbstractPolicy
+from ..results import EvaluationResult
+from .host import evaluate_on_host
 
 
 def evaluate(
@@ -47,8 +27,12 @@ def evaluate(
 ) -> EvaluationResult:
     """Runs a policy for `num_episodes` whole episodes and reports each one.
 
-    Acting greedily or stochastically is the choice of `policy` (e.g.
-    [`podrace.policies.Greedy`][] or [`podrace.policies.Softmax`][]).
+    Acting deterministically or stochastically is the choice of `policy`: e.g.
+    [`podrace.policies.Greedy`][] or [`podrace.policies.Softmax`][] over action
+    values, [`podrace.policies.Mode`][] or [`podrace.policies.Categorical`][] over a
+    policy head. The parts are checked to fit first, as [`podrace.Anakin`][] checks
+    them: the policy must read the kind of output the network emits and suit the
+    environment's action space, and the network must take its observations.
 
     With a JAX environment, the episodes run side by side, one environment each, in
     one compiled program. With a `gymnasium.vector.VectorEnv` (next-step autoreset
@@ -61,7 +45,8 @@ def evaluate(
         `gymnasium.vector.VectorEnv`.
     - `network`: the network, with the parameters to evaluate
         (`learner.network_with(state.params)`).
-    - `policy`: the policy over the network's outputs.
+    - `policy`: the policy over the network's outputs (it must read the network's
+        `output_type`).
     - `num_episodes`: how many episodes.
     - `key`: the policy's (and a JAX env's) randomness.
     - `max_steps`: the step budget per episode (JAX) or per environment (Gymnasium).
@@ -77,8 +62,6 @@ def evaluate(
         observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
         check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
         return _evaluate_jax(env, network, policy, key, num_episodes=num_episodes, max_steps=max_steps)
-    from .host import evaluate_on_host
-
     return evaluate_on_host(env, network, policy, num_episodes=num_episodes, key=key, max_steps=max_steps, seed=seed)
 
 

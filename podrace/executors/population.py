@@ -18,12 +18,13 @@ import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, PRNGKeyArray, PyTree
 
-from ._validation import check_positive_int
-from .anakin import Anakin, AnakinState, TrainResult, _train_on_shard
-from .envs import AbstractEnv
-from .evaluation import EvaluationResult, evaluate
-from .networks import AbstractNetwork
-from .policies import AbstractPolicy
+from .._validation import check_positive_int
+from ..envs import AbstractEnv
+from ..networks import AbstractNetwork
+from ..policies import AbstractPolicy
+from ..results import EvaluationResult
+from .anakin import Anakin, AnakinState, TrainResult, init_state, train_steps
+from .evaluation import evaluate
 
 
 @final
@@ -126,7 +127,8 @@ class Population(eqx.Module):
         One network whose parameter arrays have a leading population axis, as
         [`podrace.evaluate_population`][] takes it.
         """
-        return self.member(0).learner.network_with(state.learner.params)
+        learner = self.member(0).learner
+        return eqx.filter_vmap(learner.network_at)(state.learner)
 
     @eqx.filter_jit
     def init(self, key: PRNGKeyArray) -> AnakinState:
@@ -144,7 +146,7 @@ class Population(eqx.Module):
         def init_members(hyperparameters, keys):
             def init_member(hyperparameters, key):
                 pipeline = self.make_pipeline(hyperparameters)
-                return pipeline._initial_state(key, pipeline.num_envs)
+                return init_state(pipeline.env, pipeline.learner, key, num_envs=pipeline.num_envs)
 
             return jax.vmap(init_member)(hyperparameters, keys)
 
@@ -170,13 +172,12 @@ class Population(eqx.Module):
         def train_members(hyperparameters, state):
             def train_member(hyperparameters, state):
                 pipeline = self.make_pipeline(hyperparameters)
-                state, metrics = _train_on_shard(
+                state, metrics = train_steps(
                     pipeline.env,
                     pipeline.learner,
                     state,
                     rollout_length=pipeline.rollout_length,
                     num_updates=num_updates,
-                    axis_name=None,
                 )
                 return TrainResult(state, metrics)
 

@@ -1,0 +1,84 @@
+"""The agent: a network and the policy that acts on its outputs."""
+
+from typing import final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Shaped
+
+from ._types import AbstractNetworkOutput, PolicyStep, Trajectory
+from .networks import AbstractNetwork
+from .policies import AbstractPolicy
+
+
+@final
+class Agent(eqx.Module):
+    """A network and the policy over its outputs: what acts, and what losses differentiate.
+
+    Rollouts and host collectors act with it; losses read the network's outputs along
+    a trajectory and, for policy gradients, the policy's log-probabilities of the
+    actions taken, so a new policy brings its own probabilities.
+
+    **Arguments:**
+
+    - `network`: the network, with the parameters to act or learn with.
+    - `policy`: the policy over its outputs.
+    """
+
+    network: AbstractNetwork
+    policy: AbstractPolicy
+
+    def __call__(
+        self, observation: PyTree[Array], carry: PyTree[Array], key: PRNGKeyArray
+    ) -> tuple[PolicyStep, PyTree[Array]]:
+        """Chooses an action for one observation (unbatched; `vmap` it over envs).
+
+        **Arguments:**
+
+        - `observation`: one observation.
+        - `carry`: the network's recurrent state (reset by the caller where `is_first`).
+        - `key`: the policy's randomness.
+
+        **Returns:**
+
+        The policy step and the next carry.
+        """
+        output, carry = self.network(observation, carry)
+        return self.policy(output, key), carry
+
+    def outputs(self, trajectory: Trajectory) -> AbstractNetworkOutput:
+        """The network's outputs at time steps `0..T` of one trajectory `[T + 1]`.
+
+        The network unrolls from the trajectory's initial carry, resetting it where a
+        time step is first of its episode.
+        """
+        timestep = trajectory.timestep
+        return self.network.unroll(timestep.observation, trajectory.carry, timestep.is_first)[0]
+
+    def log_prob_and_entropy(
+        self, outputs: AbstractNetworkOutput, actions: Shaped[Array, " T *action_shape"]
+    ) -> tuple[Float[Array, " T"], Float[Array, " T"]]:
+        """`log pi(a_t | s_t)` of the actions taken and the entropy of `pi(. | s_t)`, for each `t`.
+
+        Both come from the policy's `distribution`, so they serve discrete and
+        continuous actions alike.
+
+        **Arguments:**
+
+        - `outputs`: network outputs with a leading time axis of at least `T` (as
+            `outputs` gives for a trajectory's `T + 1` time steps); the first `T` are used.
+        - `actions`: the actions `a_0, ..., a_{T-1}`.
+
+        **Returns:**
+
+        The log-probabilities and the entropies, each of shape `[T]`.
+        """
+        num_steps = actions.shape[0]
+        outputs = jax.tree.map(lambda x: x[:num_steps], outputs)
+
+        def one_step(output: AbstractNetworkOutput, action: Array) -> tuple[Array, Array]:
+            distribution = self.policy.distribution(output)
+            return jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy())
+
+        return jax.vmap(one_step)(outputs, actions)

@@ -1,0 +1,227 @@
+import abc
+from typing import ClassVar, Generic, TypeVar, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._types import AbstractNetworkOutput, GaussianParams, PolicyLogits, QValues
+from .._validation import check_positive_int
+from ._layers import apply_linear
+
+
+OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
+
+
+class AbstractHead(eqx.Module, Generic[OutputT]):
+    """Maps a feature vector to a network output of type `output_type`.
+
+    A head is the part of a network above its torso: [`podrace.networks.FeedForwardNetwork`][]
+    and [`podrace.networks.ActorCriticNetwork`][] take any head and read only the
+    attributes declared here, as do the checks that a network fits an environment, a
+    policy and a loss. To add one, subclass this with its output type, set the
+    attributes and implement `__call__`; see [`podrace.networks.QValueHead`][] for the
+    shortest example.
+
+    **Attributes:**
+
+    - `in_size`: the number of features it takes (the torso's `output_size`).
+    - `output_type`: the [`podrace.AbstractNetworkOutput`][] subclass it emits (a class
+        attribute: set it in the class body).
+    - `num_actions`: the number of discrete actions it scores, or the dimension of the
+        continuous action vector it parameterises.
+    - `emits_value`: whether its outputs carry a state value (`value` is not `None`).
+    """
+
+    in_size: eqx.AbstractVar[int]
+    output_type: ClassVar[type[AbstractNetworkOutput]]
+    num_actions: eqx.AbstractVar[int]
+    emits_value: eqx.AbstractVar[bool]
+
+    def __check_init__(self):
+        output_type = getattr(type(self), "output_type", None)
+        if not (isinstance(output_type, type) and issubclass(output_type, AbstractNetworkOutput)):
+            raise TypeError(
+                f"{type(self).__name__} must set the class attribute output_type to the "
+                f"podrace.AbstractNetworkOutput subclass it emits, got {output_type!r}."
+            )
+
+    @abc.abstractmethod
+    def __call__(self, features: Float[Array, " in_size"]) -> OutputT:
+        """Maps features to one (unbatched) output.
+
+        **Arguments:**
+
+        - `features`: the torso's features for one observation.
+
+        **Returns:**
+
+        An instance of `output_type`.
+        """
+
+
+class AbstractValueHead(eqx.Module):
+    """Maps a feature vector to a scalar state value.
+
+    [`podrace.networks.ActorCriticNetwork`][] takes any value head as its critic's;
+    subclass this (with `in_size` and `__call__`) for another kind of value estimate.
+
+    **Attributes:**
+
+    - `in_size`: the number of features it takes (the torso's `output_size`).
+    """
+
+    in_size: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def __call__(self, features: Float[Array, " in_size"]) -> Float[Array, ""]:
+        """Maps features to the state value.
+
+        **Arguments:**
+
+        - `features`: the torso's features for one observation.
+
+        **Returns:**
+
+        The value, a scalar.
+        """
+
+
+@final
+class QValueHead(AbstractHead[QValues]):
+    """A linear layer from features to one action value per action.
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `num_actions`: the number of discrete actions.
+    - `key`: initialisation randomness.
+    """
+
+    linear: eqx.nn.Linear
+    in_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = QValues
+
+    def __init__(self, in_size: int, num_actions: int, *, key: PRNGKeyArray):
+        self.linear = eqx.nn.Linear(in_size, num_actions, key=key)
+        self.in_size = in_size
+        self.num_actions = num_actions
+        self.emits_value = False
+
+    def __call__(self, features: Float[Array, " in_size"]) -> QValues:
+        return QValues(apply_linear(self.linear, features))
+
+
+@final
+class ValueHead(AbstractValueHead):
+    """A linear layer from features to a scalar state value.
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `key`: initialisation randomness.
+    """
+
+    linear: eqx.nn.Linear
+    in_size: int = eqx.field(static=True)
+
+    def __init__(self, in_size: int, *, key: PRNGKeyArray):
+        self.linear = eqx.nn.Linear(in_size, "scalar", key=key)
+        self.in_size = in_size
+
+    def __call__(self, features: Float[Array, " in_size"]) -> Float[Array, ""]:
+        return apply_linear(self.linear, features)
+
+
+@final
+class PolicyLogitHead(AbstractHead[PolicyLogits]):
+    """A linear layer to policy logits, with an optional value head beside it.
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `num_actions`: the number of discrete actions.
+    - `with_value`: whether to add a [`podrace.networks.ValueHead`][] (actor-critic).
+    - `key`: initialisation randomness.
+    """
+
+    linear: eqx.nn.Linear
+    value_head: ValueHead | None
+    in_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = PolicyLogits
+
+    def __init__(self, in_size: int, num_actions: int, *, with_value: bool = False, key: PRNGKeyArray):
+        policy_key, value_key = jax.random.split(key)
+        self.linear = eqx.nn.Linear(in_size, num_actions, key=policy_key)
+        self.value_head = ValueHead(in_size, key=value_key) if with_value else None
+        self.in_size = in_size
+        self.num_actions = num_actions
+        self.emits_value = with_value
+
+    def __call__(self, features: Float[Array, " in_size"]) -> PolicyLogits:
+        value = None if self.value_head is None else self.value_head(features)
+        return PolicyLogits(apply_linear(self.linear, features), value)
+
+
+@final
+class GaussianHead(AbstractHead[GaussianParams]):
+    """A diagonal Gaussian policy head: a linear mean and a learnt, state-independent log-std.
+
+    The log standard deviation is a parameter vector of its own, not a function of the
+    features, as in PPO's usual continuous-control setup. The mean layer starts with
+    its weights and bias scaled by `mean_init_scale`, so that the initial policy is
+    nearly the same Gaussian around 0 in every state. Samples are unbounded; clip them
+    in the environment (as [`podrace.envs.Pendulum`][] does). Its `num_actions` is
+    `action_size`.
+
+    Reference: Schulman et al., "Proximal Policy Optimization Algorithms", 2017;
+    Andrychowicz et al., "What Matters In On-Policy Reinforcement Learning? A
+    Large-Scale Empirical Study", ICLR 2021 (state-independent std, small last layer).
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `action_size`: the dimension of the (flat) action vector.
+    - `with_value`: whether to add a [`podrace.networks.ValueHead`][] (actor-critic).
+    - `initial_log_std`: the initial log standard deviation of every action dimension.
+    - `mean_init_scale`: the factor on the mean layer's initial weights and bias.
+    - `key`: initialisation randomness.
+    """
+
+    linear: eqx.nn.Linear
+    log_std: Float[Array, " action_size"]
+    value_head: ValueHead | None
+    in_size: int = eqx.field(static=True)
+    action_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = GaussianParams
+
+    def __init__(
+        self,
+        in_size: int,
+        action_size: int,
+        *,
+        with_value: bool = False,
+        initial_log_std: float = 0.0,
+        mean_init_scale: float = 0.01,
+        key: PRNGKeyArray,
+    ):
+        check_positive_int("GaussianHead", "action_size", action_size)
+        mean_key, value_key = jax.random.split(key)
+        linear = eqx.nn.Linear(in_size, action_size, key=mean_key)
+        self.linear = jax.tree.map(lambda x: mean_init_scale * x, linear)
+        self.log_std = jnp.full((action_size,), initial_log_std, jnp.float32)
+        self.value_head = ValueHead(in_size, key=value_key) if with_value else None
+        self.in_size = in_size
+        self.action_size = self.num_actions = action_size
+        self.emits_value = with_value
+
+    def __call__(self, features: Float[Array, " in_size"]) -> GaussianParams:
+        value = None if self.value_head is None else self.value_head(features)
+        return GaussianParams(apply_linear(self.linear, features), self.log_std, value)

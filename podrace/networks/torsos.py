@@ -1,0 +1,177 @@
+import abc
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Shaped
+
+from ._layers import apply_linear
+
+
+def _dense_layers(in_size: int, hidden_sizes: Sequence[int], key: PRNGKeyArray) -> tuple[eqx.nn.Linear, ...]:
+    sizes = [in_size, *hidden_sizes]
+    keys = jax.random.split(key, len(hidden_sizes)) if hidden_sizes else []
+    return tuple(eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True))
+
+
+class AbstractTorso(eqx.Module):
+    """Maps one (unbatched) observation to a feature vector of `output_size` elements.
+
+    A torso is the part of a network below its head: [`podrace.networks.FeedForwardNetwork`][]
+    and [`podrace.networks.ActorCriticNetwork`][] take any torso, and check only that its
+    `output_size` is the head's `in_size`. To add one (a transformer over a set of
+    entities, say), subclass this, set `output_size` at construction and implement
+    `__call__`.
+    """
+
+    output_size: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def __call__(self, observation: PyTree[Array]) -> Float[Array, " output_size"]:
+        """Maps one observation to features.
+
+        **Arguments:**
+
+        - `observation`: one (unbatched) observation.
+
+        **Returns:**
+
+        A vector of `output_size` features.
+        """
+
+
+@final
+class MLPTorso(AbstractTorso):
+    """Flattens an observation and applies fully connected layers with an activation.
+
+    **Arguments:**
+
+    - `observation_shape`: the shape of one observation.
+    - `hidden_sizes`: the width of each hidden layer.
+    - `activation`: applied after every layer.
+    - `key`: initialisation randomness.
+    """
+
+    layers: tuple[eqx.nn.Linear, ...]
+    activation: Callable[[Array], Array] = eqx.field(static=True)
+    output_size: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        hidden_sizes: Sequence[int],
+        *,
+        activation: Callable[[Array], Array] = jax.nn.relu,
+        key: PRNGKeyArray,
+    ):
+        if not hidden_sizes or any(size <= 0 for size in hidden_sizes):
+            raise ValueError(f"MLPTorso needs at least one positive hidden size, got {tuple(hidden_sizes)}.")
+        self.layers = _dense_layers(math.prod(observation_shape), hidden_sizes, key)
+        self.activation = activation
+        self.output_size = hidden_sizes[-1]
+
+    def __call__(self, observation: Array) -> Float[Array, " output_size"]:
+        x = jnp.ravel(observation)
+        for layer in self.layers:
+            x = self.activation(apply_linear(layer, x))
+        return x
+
+
+def _per_layer(name: str, value: int | Sequence[int], num_layers: int) -> tuple[int, ...]:
+    values = (value,) * num_layers if isinstance(value, int) else tuple(value)
+    if len(values) != num_layers or any(not isinstance(v, int) or isinstance(v, bool) or v <= 0 for v in values):
+        raise ValueError(
+            f"ConvTorso: {name} must be a positive integer or one per convolution ({num_layers}), got {value!r}."
+        )
+    return values
+
+
+@final
+class ConvTorso(AbstractTorso):
+    """Convolutions over a channels-last image, then flattening and optional dense layers.
+
+    The observation is one `[height, width, channels]` image (as [`podrace.envs.Catch`][]
+    emits its `rows x columns x 1` board), cast to the parameters' dtype without
+    rescaling. Each convolution (square kernels, no dilation) is followed by
+    `activation`, as is each dense layer. `output_size` is worked out at construction
+    from the shapes alone.
+
+    **Arguments:**
+
+    - `observation_shape`: the shape `(height, width, channels)` of one observation.
+    - `channels`: the output channels of each convolution (at least one).
+    - `kernel_sizes`: the kernel size of each convolution, or one for all.
+    - `strides`: the stride of each convolution, or one for all.
+    - `padding`: `"SAME"` (output size `ceil(input / stride)`) or `"VALID"` (no padding).
+    - `hidden_sizes`: the width of each dense layer after flattening (none by default:
+        the features are the flattened last feature map).
+    - `activation`: applied after every layer.
+    - `key`: initialisation randomness.
+    """
+
+    convs: tuple[eqx.nn.Conv2d, ...]
+    layers: tuple[eqx.nn.Linear, ...]
+    activation: Callable[[Array], Array] = eqx.field(static=True)
+    output_size: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        channels: Sequence[int],
+        *,
+        kernel_sizes: int | Sequence[int] = 3,
+        strides: int | Sequence[int] = 1,
+        padding: Literal["SAME", "VALID"] = "SAME",
+        hidden_sizes: Sequence[int] = (),
+        activation: Callable[[Array], Array] = jax.nn.relu,
+        key: PRNGKeyArray,
+    ):
+        if len(observation_shape) != 3 or any(size <= 0 for size in observation_shape):
+            raise ValueError(
+                f"ConvTorso takes observations of shape (height, width, channels), got {tuple(observation_shape)}."
+            )
+        if not channels:
+            raise ValueError("ConvTorso needs at least one convolution (channels is empty).")
+        channels = _per_layer("channels", tuple(channels), len(channels))
+        kernel_sizes = _per_layer("kernel_sizes", kernel_sizes, len(channels))
+        strides = _per_layer("strides", strides, len(channels))
+        hidden_sizes = tuple(hidden_sizes)
+        if any(size <= 0 for size in hidden_sizes):
+            raise ValueError(f"ConvTorso: hidden_sizes must be positive, got {hidden_sizes}.")
+        if padding not in ("SAME", "VALID"):
+            raise ValueError(f'ConvTorso: padding must be "SAME" or "VALID", got {padding!r}.')
+
+        height, width, in_channels = observation_shape
+        conv_keys = jax.random.split(key, len(channels) + 1)
+        convs = []
+        for index, (out_channels, kernel_size, stride, conv_key) in enumerate(
+            zip(channels, kernel_sizes, strides, conv_keys[:-1], strict=True)
+        ):
+            convs.append(eqx.nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding=padding, key=conv_key))
+            if padding == "SAME":
+                height, width = -(-height // stride), -(-width // stride)
+            else:
+                height, width = (height - kernel_size) // stride + 1, (width - kernel_size) // stride + 1
+            if height <= 0 or width <= 0:
+                raise ValueError(
+                    f"ConvTorso: with VALID padding, the {kernel_size}x{kernel_size} kernel of convolution {index} "
+                    f"does not fit in what is left of the {tuple(observation_shape[:2])} observation; use smaller "
+                    "kernels or SAME."
+                )
+            in_channels = out_channels
+        self.convs = tuple(convs)
+        self.layers = _dense_layers(height * width * in_channels, hidden_sizes, conv_keys[-1])
+        self.activation = activation
+        self.output_size = hidden_sizes[-1] if hidden_sizes else height * width * in_channels
+
+    def __call__(self, observation: Shaped[Array, "height width channels"]) -> Float[Array, " output_size"]:
+        x = jnp.moveaxis(jnp.asarray(observation, self.convs[0].weight.dtype), -1, 0)
+        for conv in self.convs:
+            x = self.activation(conv(x))
+        x = jnp.ravel(x)
+        for layer in self.layers:
+            x = self.activation(apply_linear(layer, x))
+        return x
