@@ -1,5 +1,7 @@
 """Construction-time conversions and checks that give a clear message instead of a deep XLA trace."""
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,8 +88,10 @@ def check_reads(network, part, *, role: str) -> None:
 
 def check_agent_fits(
     network, policy, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, env_name: str
-) -> None:
+) -> Any:
     """Raises `ValueError`, naming both parts and the fix, when a network and policy cannot act in an env.
+
+    Returns the shapes of the network's output for one observation (for checks that read them).
 
     The policy must read the network's outputs (see `check_reads`) and suit the action
     space, the network's head must have one output per action (or per dimension of a
@@ -133,7 +137,7 @@ def check_agent_fits(
             )
     check_reads(network, policy, role="policy")
     try:
-        jax.eval_shape(network, observation, network.initial_carry())
+        return jax.eval_shape(network, observation, network.initial_carry())[0]
     except Exception as error:
         raise ValueError(
             f"The network cannot take {env_name}'s observations (shape "
@@ -158,7 +162,6 @@ def check_learner_fits(
     - `num_envs`: the environments per device it will learn from.
     - `env_name`: how to name the environment in messages.
     """
-    check_agent_fits(learner.network, learner.policy, action_space, observation, env_name=env_name)
-    output = jax.eval_shape(learner.network, observation, learner.network.initial_carry())[0]
+    output = check_agent_fits(learner.network, learner.policy, action_space, observation, env_name=env_name)
     learner.loss.check_output(output)
     learner.check_num_envs(num_envs)
