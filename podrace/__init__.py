@@ -15,6 +15,8 @@ from ._types import (
     Box as Box,
     Discrete as Discrete,
     GaussianParams as GaussianParams,
+    ObservationActionReward as ObservationActionReward,
+    ObservationActionRewardSpace as ObservationActionRewardSpace,
     PolicyLogits as PolicyLogits,
     PolicyStep as PolicyStep,
     QValues as QValues,

@@ -1,7 +1,7 @@
 """Data types shared by every family: spaces, time steps, network outputs, trajectories."""
 
 import abc
-from typing import final
+from typing import Any, final
 
 import distrax
 import equinox as eqx
@@ -79,6 +79,61 @@ class Box(AbstractSpace):
         if x.shape != self.shape or x.dtype != self.dtype:
             return jnp.asarray(False)
         return jnp.all((x >= self.low) & (x <= self.high))
+
+
+@final
+class ObservationActionReward(eqx.Module):
+    """An observation with the action and reward that led to it, for agents that read both.
+
+    On the first step of an episode the action is zeros and the reward 0. A batch of
+    them is the same module with a leading axis on every leaf.
+
+    **Arguments:**
+
+    - `observation`: the environment's observation.
+    - `action`: the previous action (an element of the action space).
+    - `reward`: the previous reward.
+    """
+
+    observation: PyTree[Array]
+    action: Array
+    reward: Float[Array, "*batch"]
+
+
+@final
+class ObservationActionRewardSpace(AbstractSpace):
+    """The space of [`podrace.ObservationActionReward`][] observations.
+
+    **Arguments:**
+
+    - `observation`: the space of the observations.
+    - `action`: the action space.
+    """
+
+    observation: AbstractSpace
+    action: AbstractSpace
+
+    def zero_action(self) -> Array:
+        """The action of a first step: zeros of the action space's shape and dtype."""
+        action = jax.eval_shape(self.action.sample, jax.random.key(0))
+        return jnp.zeros(action.shape, action.dtype)
+
+    def sample(self, key: PRNGKeyArray) -> ObservationActionReward:  # pyright: ignore[reportIncompatibleMethodOverride]
+        observation_key, action_key, reward_key = jax.random.split(key, 3)
+        reward = jax.random.normal(reward_key, (), jnp.float32)
+        return ObservationActionReward(self.observation.sample(observation_key), self.action.sample(action_key), reward)
+
+    def contains(self, x: Any) -> Bool[Array, ""]:
+        if not isinstance(x, ObservationActionReward):
+            return jnp.asarray(False)
+        reward = jnp.asarray(x.reward)
+        if reward.shape != () or reward.dtype != jnp.float32:
+            return jnp.asarray(False)
+        action, zero = jnp.asarray(x.action), self.zero_action()
+        if action.shape != zero.shape or action.dtype != zero.dtype:
+            return jnp.asarray(False)
+        action_ok = self.action.contains(action) | jnp.all(action == zero)
+        return self.observation.contains(x.observation) & action_ok & jnp.isfinite(reward)
 
 
 @final

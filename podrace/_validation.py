@@ -7,7 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
-from ._types import AbstractPolicyOutput, AbstractSpace, Box, Discrete, GaussianParams, PolicyLogits, QValues
+from ._types import (
+    AbstractPolicyOutput,
+    AbstractSpace,
+    Box,
+    Discrete,
+    GaussianParams,
+    ObservationActionReward,
+    PolicyLogits,
+    QValues,
+)
 
 
 def as_float_array(value: ArrayLike) -> Float[Array, "..."]:
@@ -136,6 +145,18 @@ def check_agent_fits(
                 f"{action_space.shape}; build the head with action_size={action_space.shape[0]}."
             )
     check_reads(network, policy, role="policy")
+    if network.reads_previous_action_reward and not isinstance(observation, ObservationActionReward):
+        raise ValueError(
+            f"The network reads the previous action and reward beside each observation, but {env_name}'s "
+            "observations do not carry them; wrap a JAX environment in podrace.envs.PreviousActionReward "
+            "(inside AutoReset)."
+        )
+    if isinstance(observation, ObservationActionReward) and not network.reads_previous_action_reward:
+        raise ValueError(
+            f"{env_name}'s observations carry the previous action and reward, but the network does not read "
+            "them; build it with RecurrentNetwork(..., previous_action_reward=True) or drop the "
+            "PreviousActionReward wrapper."
+        )
     try:
         return jax.eval_shape(network, observation, network.initial_carry())[0]
     except Exception as error:

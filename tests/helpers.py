@@ -309,6 +309,57 @@ def conv_q_network(
     return pr.networks.FeedForwardNetwork(torso, pr.networks.QValueHead(torso.output_size, num_actions, key=head_key))
 
 
+CORES: dict[str, Callable[..., pr.networks.AbstractCore]] = {"gru": pr.networks.GRUCore, "lstm": pr.networks.LSTMCore}
+
+
+def recurrent_network(
+    key: PRNGKeyArray,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    num_actions: int = NUM_ACTIONS,
+    *,
+    core: str = "gru",
+    output_type: type = pr.PolicyLogits,
+    previous_action_reward: bool = False,
+    hidden_size: int = 6,
+) -> pr.networks.RecurrentNetwork:
+    """MLP torso (8), a recurrent core and a head: Q-values, or logits / Gaussian with a value."""
+    torso_key, core_key, head_key = jax.random.split(key, 3)
+    torso = pr.networks.MLPTorso(observation_shape, (8,), key=torso_key)
+    core_input = 8 + (num_actions + 1 if previous_action_reward else 0)
+    heads = {
+        pr.QValues: lambda: pr.networks.QValueHead(hidden_size, num_actions, key=head_key),
+        pr.PolicyLogits: lambda: pr.networks.PolicyLogitHead(hidden_size, num_actions, with_value=True, key=head_key),
+        pr.GaussianParams: lambda: pr.networks.GaussianHead(hidden_size, num_actions, with_value=True, key=head_key),
+    }
+    return pr.networks.RecurrentNetwork(
+        torso,
+        CORES[core](core_input, hidden_size, key=core_key),
+        heads[output_type](),
+        previous_action_reward=previous_action_reward,
+    )
+
+
+def random_observations(network: pr.networks.AbstractNetwork, seed: int, batch: int) -> Any:
+    """`batch` random observations of the component-level shape, with a previous action and
+    reward for networks that read them."""
+    observations = normal(seed, (batch, *OBS_SHAPE))
+    if not network.reads_previous_action_reward:
+        return observations
+    rng = np.random.default_rng(seed + 1000)
+    if network.output_type is pr.GaussianParams:
+        actions = jnp.asarray(rng.normal(size=(batch, network.num_actions)), jnp.float32)
+    else:
+        actions = jnp.asarray(rng.integers(0, network.num_actions, batch), jnp.int32)
+    return pr.ObservationActionReward(observations, actions, normal(seed + 2000, (batch,)))
+
+
+def random_carry(network: pr.networks.AbstractNetwork, seed: int, batch: int) -> Any:
+    """A batch of random carries of the network's structure, in (-1, 1) (`()` if it has none)."""
+    leaves, treedef = jax.tree.flatten(network.initial_carry())
+    noise = [jnp.tanh(normal(seed + i, (batch, *jnp.shape(leaf)))) for i, leaf in enumerate(leaves)]
+    return jax.tree.unflatten(treedef, noise)
+
+
 NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
     "mlp-q": q_network,
     "mlp-q-two-layers-tanh": lambda key: q_network(key, hidden_sizes=(8, 6), activation=jax.nn.tanh),
@@ -320,6 +371,12 @@ NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
         key, action_size=NUM_ACTIONS, with_value=True, initial_log_std=-0.5
     ),
     "conv-q": conv_q_network,
+    "gru-actor-critic": recurrent_network,
+    "lstm-q": lambda key: recurrent_network(key, core="lstm", output_type=pr.QValues),
+    "lstm-logits-previous-action-reward": lambda key: recurrent_network(key, core="lstm", previous_action_reward=True),
+    "gru-gaussian-previous-action-reward": lambda key: recurrent_network(
+        key, output_type=pr.GaussianParams, previous_action_reward=True
+    ),
 }
 
 
@@ -432,12 +489,16 @@ def random_trajectory(
     num_actions: int = NUM_ACTIONS,
     action_size: int | None = None,
     episode_end_probability: float = 0.25,
+    previous_action_reward: bool = False,
+    carry: Any = (),
 ) -> pr.Trajectory:
     """A trajectory `[T + 1]` (or a batch `[T + 1, B]`) with a valid episode structure.
 
     Episodes end at random (terminated or truncated at random); the step after a last
     step is a first step with reward 0 and discount 1. Actions are indices below
-    `num_actions`, or standard normal vectors of `action_size` if that is given.
+    `num_actions`, or standard normal vectors of `action_size` if that is given. With
+    `previous_action_reward`, observations are `ObservationActionReward`s as
+    `PreviousActionReward` makes them. `carry` is the trajectory's initial carry.
     """
     rng = np.random.default_rng(seed)
     batch = () if batch_size is None else (batch_size,)
@@ -471,6 +532,16 @@ def random_trajectory(
         actions = jnp.asarray(rng.integers(0, num_actions, (num_steps, *batch)), jnp.int32)
     else:
         actions = jnp.asarray(rng.normal(size=(num_steps, *batch, action_size)), jnp.float32)
+    if previous_action_reward:
+        previous = jnp.concatenate([jnp.zeros_like(actions[:1]), actions])
+        first = jnp.asarray(is_first).reshape(is_first.shape + (1,) * (previous.ndim - is_first.ndim))
+        timestep = eqx.tree_at(
+            lambda t: t.observation,
+            timestep,
+            pr.ObservationActionReward(
+                timestep.observation, jnp.where(first, jnp.zeros_like(previous), previous), timestep.reward
+            ),
+        )
     policy_step = eqx.tree_at(
         lambda p: (p.action, p.log_prob, p.entropy),
         pr.PolicyStep(actions[(0,) * (1 + len(batch))], zero, zero),
@@ -480,7 +551,7 @@ def random_trajectory(
             jnp.zeros((num_steps, *batch), jnp.float32),
         ),
     )
-    return pr.Trajectory(timestep, policy_step, ())
+    return pr.Trajectory(timestep, policy_step, carry)
 
 
 # --------------------------------------------------------------------------------------
@@ -562,14 +633,52 @@ class LearnerCase:
     make: Callable[[PRNGKeyArray], pr.learners.AbstractLearner]
     continuous: bool = False
     device_invariant: bool = True
+    previous_action_reward: bool = False
 
     def env(self) -> pr.envs.AbstractEnv:
-        return Point() if self.continuous else pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS)
+        env = Point() if self.continuous else pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS)
+        return pr.envs.PreviousActionReward(env) if self.previous_action_reward else env
 
-    def random_trajectory(self, seed: int, num_steps: int, batch_size: int) -> pr.Trajectory:
+    def random_trajectory(
+        self, network: pr.networks.AbstractNetwork, seed: int, num_steps: int, batch_size: int
+    ) -> pr.Trajectory:
+        """Random trajectories for the case's environment, starting from random carries of `network`."""
+        kwargs = dict(previous_action_reward=self.previous_action_reward, carry=random_carry(network, seed, batch_size))
         if self.continuous:
-            return random_trajectory(seed, num_steps, batch_size, observation_shape=POINT_OBS_SHAPE, action_size=1)
-        return random_trajectory(seed, num_steps, batch_size)
+            return random_trajectory(
+                seed, num_steps, batch_size, observation_shape=POINT_OBS_SHAPE, action_size=1, **kwargs
+            )
+        return random_trajectory(seed, num_steps, batch_size, **kwargs)
+
+
+def recurrent_learner(
+    key: PRNGKeyArray,
+    loss: pr.losses.AbstractLoss,
+    *,
+    core: str = "gru",
+    continuous: bool = False,
+    previous_action_reward: bool = False,
+    policy: pr.policies.AbstractPolicy | None = None,
+    num_epochs: int = 1,
+    num_minibatches: int = 1,
+) -> pr.Learner:
+    """A learner with a recurrent network: Q-values for Q-losses, else logits (or Gaussian on `Point`)."""
+    if isinstance(loss, pr.losses.AbstractQLoss):
+        output_type, default_policy = pr.QValues, pr.policies.EpsilonGreedy(0.1)
+    elif continuous:
+        output_type, default_policy = pr.GaussianParams, pr.policies.Gaussian()
+    else:
+        output_type, default_policy = pr.PolicyLogits, pr.policies.Categorical()
+    network = recurrent_network(
+        key,
+        POINT_OBS_SHAPE if continuous else OBS_SHAPE,
+        1 if continuous else NUM_ACTIONS,
+        core=core,
+        output_type=output_type,
+        previous_action_reward=previous_action_reward,
+    )
+    policy = default_policy if policy is None else policy
+    return pr.Learner(network, policy, loss, CLIPPED_ADAM, num_epochs=num_epochs, num_minibatches=num_minibatches)
 
 
 LEARNERS: dict[str, LearnerCase] = {
@@ -610,6 +719,29 @@ LEARNERS: dict[str, LearnerCase] = {
     # Each device replays its own environments' experience and samples its own batch
     # (from the same key): the sampled sequences depend on how the batch is split.
     "dqn-double-q": LearnerCase(dqn_learner, device_invariant=False),
+    # Recurrent networks: each trajectory unrolls from the carry it started with.
+    "gru-ppo-two-epochs-three-minibatches": LearnerCase(
+        lambda key: recurrent_learner(key, pr.losses.PPOLoss(discount=0.99), num_epochs=2, num_minibatches=3)
+    ),
+    "lstm-a2c-previous-action-reward": LearnerCase(
+        lambda key: recurrent_learner(
+            key, pr.losses.A2CLoss(discount=0.99, lambda_=0.9), core="lstm", previous_action_reward=True
+        ),
+        previous_action_reward=True,
+    ),
+    "gru-reinforce-with-baseline": LearnerCase(
+        lambda key: recurrent_learner(key, pr.losses.ReinforceLoss(discount=0.99, baseline=True))
+    ),
+    "gru-td-lambda-q": LearnerCase(
+        lambda key: recurrent_learner(key, pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9))
+    ),
+    "gru-gaussian-ppo-previous-action-reward": LearnerCase(
+        lambda key: recurrent_learner(
+            key, pr.losses.PPOLoss(discount=0.9), continuous=True, previous_action_reward=True, num_minibatches=3
+        ),
+        continuous=True,
+        previous_action_reward=True,
+    ),
 }
 
 

@@ -40,7 +40,7 @@ UPDATES = helpers.Compiled(_updates)
 def _setup(name, seed=0):
     case = helpers.LEARNERS[name]
     learner = case.make(jax.random.key(seed))
-    trajectory = case.random_trajectory(seed, NUM_STEPS, BATCH)
+    trajectory = case.random_trajectory(learner.network, seed, NUM_STEPS, BATCH)
     first = jax.tree.map(lambda x: x[0], trajectory.timestep)
     return learner, learner.init(jax.random.key(0), first), trajectory
 
@@ -81,7 +81,7 @@ def test_learner_update_traces_once(name):
     learner, state, _ = _setup(name)
     calls = []
     for seed in range(3):
-        trajectory = helpers.LEARNERS[name].random_trajectory(seed, NUM_STEPS, BATCH)
+        trajectory = helpers.LEARNERS[name].random_trajectory(learner.network, seed, NUM_STEPS, BATCH)
         calls.append((learner, state, trajectory))
         state, _ = UPDATE(learner, state, trajectory)
     helpers.check_traced_once(UPDATE, *calls)
@@ -90,15 +90,15 @@ def test_learner_update_traces_once(name):
 @pytest.mark.parametrize("name", helpers.LEARNERS)
 def test_learner_act_vmap_equals_loop(name):
     learner, state, trajectory = _setup(name)
-    observations = jax.tree.map(lambda x: x[:4], trajectory.timestep.observation[:, 0])
+    observations = jax.tree.map(lambda x: x[:4, 0], trajectory.timestep.observation)
     keys = jax.random.split(jax.random.key(2), 4)
     steps, carry = helpers.check_vmap_equals_loop(ACT, ACT_BATCH, (learner, state), (observations, keys))
-    assert carry == ()
+    assert jax.tree.structure(carry) == jax.tree.structure(learner.network.initial_carry())
     assert steps.action.shape[0] == 4
     if not helpers.LEARNERS[name].continuous:
         assert steps.action.dtype == jnp.int32 and np.all((steps.action >= 0) & (steps.action < helpers.NUM_ACTIONS))
     if isinstance(learner.policy, pr.policies.Greedy):  # greedy learners act with the argmax of their network
-        q_values = jax.vmap(lambda o: learner.network(o, ())[0].q_values)(observations)
+        q_values = jax.vmap(lambda o: learner.network(o, learner.network.initial_carry())[0].q_values)(observations)
         np.testing.assert_array_equal(steps.action, jnp.argmax(q_values, axis=-1))
 
 

@@ -15,18 +15,17 @@ import podrace as pr
 from . import helpers
 
 
-def _apply(network, observation):
-    output, carry = network(observation, network.initial_carry())
-    return output, carry
+def _apply(network, observation, carry=None):
+    return network(observation, network.initial_carry() if carry is None else carry)
 
 
-def _unroll(network, observations, is_first):
-    return network.unroll(observations, network.initial_carry(), is_first)
+def _unroll(network, observations, carry, is_first):
+    return network.unroll(observations, carry, is_first)
 
 
-def _grads(network, observation):
+def _grads(network, observation, carry):
     def objective(network):
-        output, _ = network(observation, network.initial_carry())
+        output, _ = network(observation, carry)
         return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(output))
 
     return eqx.filter_grad(objective)(network)
@@ -38,18 +37,22 @@ UNROLL = helpers.Compiled(_unroll)
 GRADS = helpers.Compiled(_grads)
 
 
-def _observations(seed, batch):
-    return helpers.normal(seed, (batch, *helpers.OBS_SHAPE))
+def _observations(network, seed, batch):
+    return helpers.random_observations(network, seed, batch)
+
+
+def _first(tree):
+    return jax.tree.map(lambda x: x[0], tree)
 
 
 @pytest.mark.parametrize("name", helpers.NETWORKS)
 def test_network_output_type_and_shapes(name):
     network = helpers.NETWORKS[name](jax.random.key(0))
-    output, carry = APPLY(network, _observations(1, 1)[0])
+    output, carry = APPLY(network, _first(_observations(network, 1, 1)))
     assert isinstance(output, network.output_type)
     assert isinstance(network, pr.networks.AbstractNetwork)
     assert network.num_actions == helpers.NUM_ACTIONS
-    assert carry == network.initial_carry() == ()
+    helpers.assert_trees_close(jax.eval_shape(lambda: carry), jax.eval_shape(network.initial_carry))
     values = {pr.QValues: "q_values", pr.PolicyLogits: "logits", pr.GaussianParams: "mean"}[type(output)]
     assert getattr(output, values).shape == (helpers.NUM_ACTIONS,) and getattr(output, values).dtype == jnp.float32
 
@@ -57,24 +60,30 @@ def test_network_output_type_and_shapes(name):
 @pytest.mark.parametrize("name", helpers.NETWORKS)
 def test_network_jit_equals_eager(name):
     network = helpers.NETWORKS[name](jax.random.key(0))
-    helpers.check_jit_equals_eager(APPLY, network, _observations(2, 1)[0])
+    helpers.check_jit_equals_eager(APPLY, network, _first(_observations(network, 2, 1)))
 
 
 @pytest.mark.parametrize("name", helpers.NETWORKS)
 def test_network_vmap_equals_loop(name):
     network = helpers.NETWORKS[name](jax.random.key(0))
-    helpers.check_vmap_equals_loop(APPLY, APPLY_BATCH, (network,), (_observations(3, 3),))
+    helpers.check_vmap_equals_loop(APPLY, APPLY_BATCH, (network,), (_observations(network, 3, 3),))
 
 
 @pytest.mark.parametrize("name", helpers.NETWORKS)
 def test_network_unroll_equals_step_by_step(name):
     network = helpers.NETWORKS[name](jax.random.key(0))
-    observations = _observations(4, 3)
-    is_first = jnp.asarray([True, False, True])
-    outputs, carry = UNROLL(network, observations, is_first)
-    assert carry == network.initial_carry()
-    expected = APPLY_BATCH(network, observations)[0]
-    helpers.assert_trees_close(outputs, expected)
+    observations = _observations(network, 4, 5)
+    is_first = jnp.asarray([False, True, False, False, True])
+    start = helpers.index(helpers.random_carry(network, 4, 1), 0)
+    outputs, carry = UNROLL(network, observations, start, is_first)
+    expected, step_carry = [], start
+    for t in range(5):
+        if is_first[t]:
+            step_carry = network.initial_carry()
+        output, step_carry = APPLY(network, helpers.index(observations, t), step_carry)
+        expected.append(output)
+    helpers.assert_trees_close(outputs, helpers.stack(expected), rtol=1e-5, atol=1e-6)
+    helpers.assert_trees_close(carry, step_carry, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", helpers.NETWORKS)
@@ -87,7 +96,9 @@ def test_network_init_is_deterministic_under_a_key(name):
 @pytest.mark.parametrize("name", helpers.NETWORKS)
 def test_network_gradients_are_finite_and_reach_every_layer(name):
     network = helpers.NETWORKS[name](jax.random.key(0))
-    grads = GRADS(network, _observations(7, 1)[0])
+    # From a random carry: from zeros, a recurrent core's hidden-to-hidden weights get no gradient.
+    carry = _first(helpers.random_carry(network, 7, 1))
+    grads = GRADS(network, _first(_observations(network, 7, 1)), carry)
     helpers.assert_all_finite(grads)
     leaves = jax.tree.leaves(eqx.filter(grads, eqx.is_inexact_array))
     params = jax.tree.leaves(eqx.filter(network, eqx.is_inexact_array))
@@ -98,7 +109,8 @@ def test_network_gradients_are_finite_and_reach_every_layer(name):
 
 @pytest.mark.parametrize("name", helpers.NETWORKS)
 def test_network_traces_once(name):
-    calls = [(helpers.NETWORKS[name](jax.random.key(seed)), _observations(10 + seed, 1)[0]) for seed in range(3)]
+    networks = [helpers.NETWORKS[name](jax.random.key(seed)) for seed in range(3)]
+    calls = [(network, _first(_observations(network, 10 + seed, 1))) for seed, network in enumerate(networks)]
     helpers.check_traced_once(APPLY, *calls)
 
 

@@ -7,9 +7,11 @@ from .checker import EnvCheckError as EnvCheckError, EnvCheckReport as EnvCheckR
 from .deep_sea import DeepSea as DeepSea, DeepSeaState as DeepSeaState
 from .from_gymnax import GymnaxEnv as GymnaxEnv
 from .pendulum import Pendulum as Pendulum, PendulumState as PendulumState, pendulum_v1 as pendulum_v1
+from .repeat_first import RepeatFirst as RepeatFirst, RepeatFirstState as RepeatFirstState
 from .wrappers import (
     AutoReset as AutoReset,
     AutoResetState as AutoResetState,
+    PreviousActionReward as PreviousActionReward,
     TimeLimit as TimeLimit,
     TimeLimitState as TimeLimitState,
 )
@@ -31,8 +33,11 @@ __all__ = [
     "Pendulum",
     "PendulumState",
     "pendulum_v1",
+    "RepeatFirst",
+    "RepeatFirstState",
     "AutoReset",
     "AutoResetState",
+    "PreviousActionReward",
     "TimeLimit",
     "TimeLimitState",
 ]

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
-from .._types import AbstractSpace, TimeStep
+from .._types import AbstractSpace, ObservationActionReward, ObservationActionRewardSpace, TimeStep
 from ._base import AbstractEnv
 
 
@@ -124,3 +124,44 @@ class TimeLimit(AbstractEnv[TimeLimitState[StateT]]):
         truncated = (timestep.truncated | (elapsed_steps >= self.max_episode_steps)) & ~timestep.terminated
         timestep = eqx.tree_at(lambda t: t.truncated, timestep, truncated)
         return TimeLimitState(env_state, elapsed_steps), timestep
+
+
+@final
+class PreviousActionReward(AbstractEnv[StateT]):
+    """Puts the previous action and reward beside each observation.
+
+    Observations become [`podrace.ObservationActionReward`][]: the wrapped observation,
+    the action that led to it and the reward of that step (zeros and 0 on the first step
+    of an episode), for recurrent agents that read them (build
+    [`podrace.networks.RecurrentNetwork`][] with `previous_action_reward=True`). Wrap it
+    in [`podrace.envs.AutoReset`][] (not the other way round), so a reset clears both.
+
+    **Arguments:**
+
+    - `env`: the environment to wrap.
+    """
+
+    env: AbstractEnv[StateT]
+
+    @property
+    def observation_space(self) -> ObservationActionRewardSpace:
+        return ObservationActionRewardSpace(self.env.observation_space, self.env.action_space)
+
+    @property
+    def action_space(self) -> AbstractSpace:
+        return self.env.action_space
+
+    def reset(self, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
+        env_state, timestep = self.env.reset(key)
+        zero_action = self.observation_space.zero_action()
+        return env_state, self._with_action_reward(timestep, zero_action, jnp.zeros((), jnp.float32))
+
+    def step(self, state: StateT, action: Array, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
+        env_state, timestep = self.env.step(state, action, key)
+        action = jnp.asarray(action, self.observation_space.zero_action().dtype)
+        return env_state, self._with_action_reward(timestep, action, timestep.reward)
+
+    @staticmethod
+    def _with_action_reward(timestep: TimeStep, action: Array, reward: Array) -> TimeStep:
+        observation = ObservationActionReward(timestep.observation, action, reward)
+        return eqx.tree_at(lambda t: t.observation, timestep, observation)

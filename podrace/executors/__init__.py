@@ -7,12 +7,13 @@
 - `host`: host environments (Gymnasium) feeding a learner on
   the device.
 - `evaluation`: whole episodes with a fixed network and policy.
+- `actor`: an agent behind rlplay's actor interface, for host loops.
 
 The learner never knows which executor feeds it: every one produces the same
 [`podrace.Trajectory`][].
 """
 
-from . import anakin as anakin, evaluation as evaluation, host as host, population as population
+from . import actor as actor, anakin as anakin, evaluation as evaluation, host as host, population as population
 
 
-__all__ = ["anakin", "evaluation", "host", "population"]
+__all__ = ["actor", "anakin", "evaluation", "host", "population"]

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
-from .._types import AbstractSpace, Box, Discrete, PolicyStep, TimeStep, Trajectory
+from .._types import AbstractSpace, Box, Discrete, ObservationActionReward, PolicyStep, TimeStep, Trajectory
 from .._validation import check_agent_fits, check_learner_fits, check_positive_int
 from ..agent import Agent
 from ..learners import AbstractLearner
@@ -95,6 +95,47 @@ def _vector_env_spaces(envs: Any) -> tuple[AbstractSpace, jax.ShapeDtypeStruct, 
     return space_from_gymnasium(envs.single_action_space), observation, env_name
 
 
+def _observation_spec(
+    network: AbstractNetwork, action_space: AbstractSpace, observation: jax.ShapeDtypeStruct
+) -> PyTree[jax.ShapeDtypeStruct]:
+    """The observations the network gets: with the previous action and reward if it reads them."""
+    if not network.reads_previous_action_reward:
+        return observation
+    action = jax.eval_shape(action_space.sample, jax.random.key(0))
+    return jax.eval_shape(
+        lambda observation, action: ObservationActionReward(observation, action, jnp.zeros((), jnp.float32)),
+        observation,
+        action,
+    )
+
+
+@final
+class _HostObservations:
+    """Builds the network's observations on the host: the environments' own, or with the
+    previous action and reward (zeros where an episode starts), as
+    [`podrace.envs.PreviousActionReward`][] does on device."""
+
+    def __init__(self, network: AbstractNetwork, action_space: AbstractSpace, num_envs: int):
+        self._reads_action_reward = network.reads_previous_action_reward
+        action = jax.eval_shape(action_space.sample, jax.random.key(0))
+        self._zero_action = np.zeros((num_envs, *action.shape), action.dtype)
+
+    def __call__(
+        self, observation: np.ndarray, action: np.ndarray, reward: np.ndarray, is_first: np.ndarray
+    ) -> np.ndarray | ObservationActionReward:
+        if not self._reads_action_reward:
+            return np.asarray(observation)
+        first = is_first.reshape(is_first.shape + (1,) * (self._zero_action.ndim - 1))
+        action = np.where(first, self._zero_action, np.asarray(action, self._zero_action.dtype))
+        reward = np.where(is_first, 0.0, reward).astype(np.float32)
+        return ObservationActionReward(*(jnp.asarray(x) for x in (observation, action, reward)))
+
+    def first(self, observation: np.ndarray) -> np.ndarray | ObservationActionReward:
+        """The observations of a batch just reset."""
+        num_envs = len(observation)
+        return self(observation, self._zero_action, np.zeros(num_envs, np.float32), np.ones(num_envs, bool))
+
+
 @final
 class _BatchedActor:
     """A network and a policy acting in a batch of host environments, one jitted call a step.
@@ -133,7 +174,12 @@ class _BatchedActor:
         return jax.tree.map(lambda c: jnp.broadcast_to(c, (num_envs, *jnp.shape(c))), self._initial_carry)
 
     def __call__(
-        self, arrays: list[Array], observation: np.ndarray, carry: PyTree[Array], is_first: np.ndarray, key_data: Array
+        self,
+        arrays: list[Array],
+        observation: PyTree[np.ndarray | Array],
+        carry: PyTree[Array],
+        is_first: np.ndarray,
+        key_data: Array,
     ) -> tuple[Array, PolicyStep, PyTree[Array], Array]:
         """The actions, the policy steps, the next carry and the next key data."""
         return self._act(arrays, observation, carry, is_first, key_data)
@@ -199,15 +245,17 @@ class GymnasiumCollector:
     ):
         check_positive_int("GymnasiumCollector", "rollout_length", rollout_length)
         action_space, observation, env_name = _vector_env_spaces(envs)
+        observation = _observation_spec(learner.network, action_space, observation)
         check_learner_fits(learner, action_space, observation, num_envs=envs.num_envs, env_name=env_name)
         self.envs = envs
         self.learner = learner
         self.rollout_length = rollout_length
         self._actor = _BatchedActor(Agent(learner.network, learner.policy))
         self._key_data = jax.random.key_data(key)
-        observation, _ = envs.reset(seed=seed)
         num_envs = envs.num_envs
-        self._timestep = _first_timestep(observation)
+        self._observations = _HostObservations(learner.network, action_space, num_envs)
+        observation, _ = envs.reset(seed=seed)
+        self._timestep = _first_timestep(self._observations.first(observation))
         self._carry = self._actor.initial_carry(num_envs)
         self._episodes = _EpisodeTracker(num_envs)
 
@@ -243,7 +291,9 @@ class GymnasiumCollector:
                 arrays, timestep.observation, carry, timestep.is_first, key_data
             )
             policy_steps.append(policy_step)
-            observation, reward, terminated, truncated, _ = self.envs.step(np.asarray(action))
+            action = np.asarray(action)
+            observation, reward, terminated, truncated, _ = self.envs.step(action)
+            observation = self._observations(observation, action, reward, timestep.is_last)
             timestep = _host_timestep(observation, reward, terminated, truncated, timestep.is_last)
             timesteps.append(timestep)
             self._episodes.record(timestep)
@@ -267,7 +317,7 @@ class GymnasiumCollector:
 class _HostStep:
     """A batch of time steps in NumPy arrays, with podrace's dtypes and flags."""
 
-    observation: np.ndarray
+    observation: PyTree[np.ndarray | Array]
     reward: np.ndarray
     discount: np.ndarray
     is_first: np.ndarray
@@ -284,7 +334,7 @@ def _host_timestep(observation, reward, terminated, truncated, is_first) -> _Hos
     truncated = np.asarray(truncated, bool) & ~terminated
     discount = np.where(terminated, 0.0, 1.0).astype(np.float32)
     return _HostStep(
-        np.asarray(observation),
+        observation,
         np.asarray(reward, np.float32),
         discount,
         np.asarray(is_first, bool),
@@ -299,17 +349,20 @@ def _stack_on_device(steps: list[PolicyStep]) -> PolicyStep:
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *steps)
 
 
-def _first_timestep(observation: np.ndarray) -> _HostStep:
+def _first_timestep(observation: PyTree[np.ndarray | Array]) -> _HostStep:
     """The time steps of a batch just reset."""
-    num_envs = len(observation)
+    num_envs = len(jax.tree.leaves(observation)[0])
     no = np.zeros(num_envs, bool)
     return _host_timestep(observation, np.zeros(num_envs), no, no, np.ones(num_envs, bool))
 
 
 def _stack_timesteps(steps: list[_HostStep]) -> TimeStep:
     """The time steps `[T + 1, B]` on the default device."""
-    fields = (np.stack([getattr(step, field.name) for step in steps]) for field in dataclasses.fields(_HostStep))
-    return TimeStep(*(jnp.asarray(field) for field in fields))
+    fields = (
+        jax.tree.map(lambda *leaves: jnp.asarray(np.stack(leaves)), *[getattr(step, field.name) for step in steps])
+        for field in dataclasses.fields(_HostStep)
+    )
+    return TimeStep(*fields)
 
 
 @final
@@ -410,21 +463,26 @@ def evaluate_on_host(
     started reports 0.
     """
     action_space, observation, env_name = _vector_env_spaces(envs)
-    check_agent_fits(network, policy, action_space, observation, env_name=env_name)
+    check_agent_fits(
+        network, policy, action_space, _observation_spec(network, action_space, observation), env_name=env_name
+    )
     num_envs = envs.num_envs
     quota = num_episodes // num_envs + (np.arange(num_envs) < num_episodes % num_envs)
     results: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
     agent = Agent(network, policy)
     actor = _BatchedActor(agent)
     arrays, carry, key_data = actor.arrays(agent), actor.initial_carry(num_envs), jax.random.key_data(key)
+    observations = _HostObservations(network, action_space, num_envs)
     observation, _ = envs.reset(seed=seed)
-    timestep = _first_timestep(observation)
+    timestep = _first_timestep(observations.first(observation))
     episodes = _EpisodeTracker(num_envs)
     for _ in range(max_steps):
         if all(len(done) >= wanted for done, wanted in zip(results, quota, strict=True)):
             break
         action, _, carry, key_data = actor(arrays, timestep.observation, carry, timestep.is_first, key_data)
-        observation, reward, terminated, truncated, _ = envs.step(np.asarray(action))
+        action = np.asarray(action)
+        observation, reward, terminated, truncated, _ = envs.step(action)
+        observation = observations(observation, action, reward, timestep.is_last)
         timestep = _host_timestep(observation, reward, terminated, truncated, timestep.is_last)
         episodes.record(timestep)
         for i in np.flatnonzero(timestep.is_last):

@@ -14,6 +14,12 @@ from .heads import (
     QValueHead as QValueHead,
     ValueHead as ValueHead,
 )
+from .recurrent import (
+    AbstractCore as AbstractCore,
+    GRUCore as GRUCore,
+    LSTMCore as LSTMCore,
+    RecurrentNetwork as RecurrentNetwork,
+)
 from .torsos import (
     AbstractTorso as AbstractTorso,
     ConvTorso as ConvTorso,
@@ -23,6 +29,7 @@ from .torsos import (
 
 __all__ = [
     "AbstractFeedForwardNetwork",
+    "AbstractCore",
     "AbstractHead",
     "AbstractNetwork",
     "AbstractTorso",
@@ -31,8 +38,11 @@ __all__ = [
     "ConvTorso",
     "FeedForwardNetwork",
     "GaussianHead",
+    "GRUCore",
+    "LSTMCore",
     "MLPTorso",
     "PolicyLogitHead",
     "QValueHead",
+    "RecurrentNetwork",
     "ValueHead",
 ]

@@ -31,6 +31,13 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
         """The head's size per action: the number of discrete actions it scores, or the
         dimension of the continuous action vector it parameterises."""
 
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        """Whether the network reads [`podrace.ObservationActionReward`][] observations (the
+        previous action and reward beside the observation; see
+        [`podrace.envs.PreviousActionReward`][]). False unless a network says otherwise."""
+        return False
+
     @abc.abstractmethod
     def __call__(self, observation: PyTree[Array], carry: PyTree[Array]) -> tuple[OutputT, PyTree[Array]]:
         """Applies the network to one (unbatched) observation.
