@@ -20,12 +20,9 @@ per second over the others'.
         [--repeats 10] [--check]
 """
 
-import argparse
 import functools
 import math
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import rlax
+from _compare import Method, Step, max_difference, parameter_differences, parse_args, print_results, time_interleaved
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
@@ -202,14 +200,6 @@ class CatchState(NamedTuple):
     ball_row: jax.Array
     ball_column: jax.Array
     paddle_column: jax.Array
-
-
-class Step(NamedTuple):
-    observation: jax.Array
-    reward: jax.Array
-    discount: jax.Array
-    is_first: jax.Array
-    is_last: jax.Array
 
 
 class Envs(NamedTuple):
@@ -406,11 +396,8 @@ def check(batch: int, rollout: int, num_updates: int, seed: int) -> float:
         params, _, envs, losses = train(start, optax.adam(LEARNING_RATE).init(start), envs)
         final = params_as_dict(pipeline, result.state.learner.params)
 
-    # Compared as NumPy arrays: on several devices the outputs may sit on different meshes.
-    start, final, params = (jax.tree.map(np.asarray, tree) for tree in (start, final, params))
-    moved = max(float(np.max(np.abs(final[k] - start[k]))) for k in start)
-    diff = max(float(np.max(np.abs(final[k] - params[k]))) for k in start)
-    loss_diff = float(np.max(np.abs(np.asarray(result.metrics.update.loss) - np.asarray(losses))))
+    moved, diff = parameter_differences(start, final, params)
+    loss_diff = max_difference(result.metrics.update.loss, losses)
     podrace_envs = result.state.envs
     same_envs = np.array_equal(
         np.asarray(envs.state.ball_row),
@@ -428,44 +415,14 @@ def check(batch: int, rollout: int, num_updates: int, seed: int) -> float:
     return diff
 
 
-# --------------------------------------------------------------------------------------
-# Timing
-# --------------------------------------------------------------------------------------
-
-
-class Method(NamedTuple):
-    name: str
-    call: Callable[[Any], Any]  # state -> output, one compiled call of `iterations` updates
-    next_state: Callable[[Any], Any]  # output -> state for the next call
-
-
-def warm_up_compiler() -> None:
-    """Compiles and runs a small program, so that the first method timed does not pay alone for
-    what the first compilation of a process costs (backend and compiler start-up)."""
-
-    def loss(w, x):
-        y, _ = lax.scan(lambda c, xi: (jax.nn.relu(c @ w + xi), None), x[0], x)
-        return jnp.sum(y)
-
-    w, x = jnp.ones((8, 8)), jnp.ones((4, 2, 8))
-    jax.block_until_ready(jax.jit(jax.grad(loss))(w, x))
-
-
-def timed(method: Method, state) -> tuple[float, Any]:
-    start = time.perf_counter()
-    output = jax.block_until_ready(method.call(state))
-    return time.perf_counter() - start, method.next_state(output)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Anakin on Catch: podrace, the colab and hand-written JAX.")
-    parser.add_argument("--batch", type=int, default=128, help="environments per device (B)")
-    parser.add_argument("--rollout", type=int, default=16, help="environment steps per update (T)")
-    parser.add_argument("--iterations", type=int, default=100, help="updates per compiled call (I)")
-    parser.add_argument("--repeats", type=int, default=10, help="timed calls per method, interleaved")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--check", action="store_true", help="first check podrace against the hand-written version")
-    args = parser.parse_args(argv)
+    args = parse_args(
+        argv,
+        "Anakin on Catch: podrace, the colab and hand-written JAX.",
+        batch=128,
+        batch_help="environments per device (B)",
+        rollout=16,
+    )
 
     num_devices = jax.device_count()
     frames = num_devices * args.batch * args.rollout * args.iterations
@@ -487,34 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     states: dict[str, Any] = {"podrace": pipeline.init(run_key), "colab": colab_state, "handwritten": hw_state}
 
-    warm_up_compiler()
-    first: dict[str, float] = {}
-    for method in methods:  # first call: trace, compile and one run
-        first[method.name], states[method.name] = timed(method, states[method.name])
-    for method in methods:  # one untimed warm-up call each
-        _, states[method.name] = timed(method, states[method.name])
-    seconds: dict[str, list[float]] = {method.name: [] for method in methods}
-    for repeat in range(args.repeats):
-        shift = repeat % len(methods)  # ABC, BCA, CAB, ...
-        for method in methods[shift:] + methods[:shift]:
-            elapsed, states[method.name] = timed(method, states[method.name])
-            seconds[method.name].append(elapsed)
-
-    fps = {name: [frames / s for s in values] for name, values in seconds.items()}
-    median_fps = {name: statistics.median(values) for name, values in fps.items()}
-    print(f"\n{'method':<12} {'compile s':>9} {'call s':>8} {'FPS (median)':>13} {'FPS min':>10} {'FPS max':>10}")
-    for name, values in seconds.items():
-        call = statistics.median(values)
-        print(
-            f"{name:<12} {first[name] - call:>9.2f} {call:>8.4f} {median_fps[name]:>13.4g} "
-            f"{min(fps[name]):>10.4g} {max(fps[name]):>10.4g}"
-        )
-    for other in ("colab", "handwritten"):  # ratios of calls made in the same repeat
-        paired = [p / o for p, o in zip(fps["podrace"], fps[other], strict=True)]
-        print(
-            f"podrace / {other} per repeat: median {statistics.median(paired):.3f}, "
-            f"min {min(paired):.3f}, max {max(paired):.3f}"
-        )
+    first, seconds = time_interleaved(methods, states, args.repeats)
+    median_fps = print_results(first, seconds, frames, [("podrace", "colab"), ("podrace", "handwritten")])
     ratio_colab = median_fps["podrace"] / median_fps["colab"]
     ratio_handwritten = median_fps["podrace"] / median_fps["handwritten"]
     print(f"ratio_vs_colab={ratio_colab:.3f} ratio_vs_handwritten={ratio_handwritten:.3f}")

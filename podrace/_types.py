@@ -287,6 +287,8 @@ class GaussianParams(AbstractPolicyOutput):
 class PolicyStep(eqx.Module):
     """An action with what losses need about the distribution it was drawn from.
 
+    A batch of them (`[T, B]` in a trajectory) is the same module with stacked leaves.
+
     **Arguments:**
 
     - `action`: the chosen action.
@@ -295,8 +297,8 @@ class PolicyStep(eqx.Module):
     """
 
     action: Array
-    log_prob: Float[Array, ""]
-    entropy: Float[Array, ""]
+    log_prob: Float[Array, "*batch"]
+    entropy: Float[Array, "*batch"]
 
 
 @final

@@ -6,7 +6,7 @@ from typing import Generic, TypeVar, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray, PyTree
+from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 
 from .._types import AbstractNetworkOutput, ObservationActionReward
 from .._validation import check_positive_int
@@ -239,3 +239,19 @@ class RecurrentNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
     def __call__(self, observation: PyTree[Array], carry: PyTree[Array]) -> tuple[OutputT, PyTree[Array]]:
         features, carry = self.core(self._core_input(observation), carry)
         return self.head(features), carry
+
+    def unroll(
+        self, observations: PyTree[Array], carry: PyTree[Array], is_first: Bool[Array, " T"]
+    ) -> tuple[OutputT, PyTree[Array]]:
+        """As [`podrace.networks.AbstractNetwork.unroll`][], with only the core inside the
+        `lax.scan`: the torso and the head run on all time steps at once, as batched
+        matmuls, rather than one step at a time."""
+        features = jax.vmap(self._core_input)(observations)
+
+        def step(carry, inputs):
+            features, first = inputs
+            core_output, carry = self.core(features, self.reset_carry(carry, first))
+            return carry, core_output
+
+        carry, core_outputs = jax.lax.scan(step, carry, (features, is_first))
+        return jax.vmap(self.head)(core_outputs), carry
