@@ -21,6 +21,12 @@ class AbstractSpace(eqx.Module):
     def contains(self, x: ArrayLike) -> Bool[Array, ""]:
         """Whether `x` has the space's shape and lies inside it."""
 
+    def zeros(self) -> PyTree[Array]:
+        """Zeros of the shape and dtype of the space's elements (e.g. the "previous action"
+        of an episode's first step)."""
+        element = jax.eval_shape(self.sample, jax.random.key(0))
+        return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), element)
+
 
 @final
 class Discrete(AbstractSpace):
@@ -113,11 +119,6 @@ class ObservationActionRewardSpace(AbstractSpace):
     observation: AbstractSpace
     action: AbstractSpace
 
-    def zero_action(self) -> Array:
-        """The action of a first step: zeros of the action space's shape and dtype."""
-        action = jax.eval_shape(self.action.sample, jax.random.key(0))
-        return jnp.zeros(action.shape, action.dtype)
-
     def sample(self, key: PRNGKeyArray) -> ObservationActionReward:  # pyright: ignore[reportIncompatibleMethodOverride]
         observation_key, action_key, reward_key = jax.random.split(key, 3)
         reward = jax.random.normal(reward_key, (), jnp.float32)
@@ -129,7 +130,7 @@ class ObservationActionRewardSpace(AbstractSpace):
         reward = jnp.asarray(x.reward)
         if reward.shape != () or reward.dtype != jnp.float32:
             return jnp.asarray(False)
-        action, zero = jnp.asarray(x.action), self.zero_action()
+        action, zero = jnp.asarray(x.action), self.action.zeros()
         if action.shape != zero.shape or action.dtype != zero.dtype:
             return jnp.asarray(False)
         action_ok = self.action.contains(action) | jnp.all(action == zero)

@@ -412,6 +412,15 @@ def test_box_sample_lies_in_the_box(space):
     assert np.all(np.asarray(samples).max(axis=0) >= high - 0.1 * span)
 
 
+def test_zeros_have_the_shape_and_dtype_of_the_elements():
+    box, discrete = pr.Box(0, 2, (5,), jnp.int32), pr.Discrete(3)
+    helpers.assert_trees_close(box.zeros(), jnp.zeros(5, jnp.int32), rtol=0, atol=0)
+    helpers.assert_trees_close(discrete.zeros(), jnp.asarray(0, jnp.int32), rtol=0, atol=0)
+    zeros = pr.ObservationActionRewardSpace(pr.Box(-1.0, 1.0, (2,)), discrete).zeros()
+    expected = pr.ObservationActionReward(jnp.zeros(2), jnp.asarray(0, jnp.int32), jnp.asarray(0.0))
+    helpers.assert_trees_close(zeros, expected, rtol=0, atol=0)
+
+
 def test_catch_spaces():
     env = pr.envs.Catch(rows=6, columns=4)
     assert env.observation_space.shape == (6, 4, 1) and env.observation_space.dtype == jnp.float32

@@ -153,12 +153,12 @@ class PreviousActionReward(AbstractEnv[StateT]):
 
     def reset(self, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
         env_state, timestep = self.env.reset(key)
-        zero_action = self.observation_space.zero_action()
+        zero_action = self.env.action_space.zeros()
         return env_state, self._with_action_reward(timestep, zero_action, jnp.zeros((), jnp.float32))
 
     def step(self, state: StateT, action: Array, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
         env_state, timestep = self.env.step(state, action, key)
-        action = jnp.asarray(action, self.observation_space.zero_action().dtype)
+        action = jnp.asarray(action, self.env.action_space.zeros().dtype)
         return env_state, self._with_action_reward(timestep, action, timestep.reward)
 
     @staticmethod

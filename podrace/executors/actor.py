@@ -22,12 +22,13 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray, PyTree
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, ObservationActionReward, PolicyLogits, QValues
 from .._validation import check_positive_int
 from ..agent import Agent
+from ..losses import greedy_value
 
 
 def _step_info(output: AbstractNetworkOutput) -> dict[str, Array]:
     """The value and scores of one network output (a value of 0 where the network has none)."""
     if isinstance(output, QValues):
-        return {"value": jnp.max(output.q_values), "logits": output.q_values}
+        return {"value": greedy_value(output.q_values), "logits": output.q_values}
     value = output.value if isinstance(output, AbstractPolicyOutput) else None
     info = {"value": jnp.zeros((), jnp.float32) if value is None else value}
     if isinstance(output, PolicyLogits):

@@ -101,11 +101,9 @@ def _observation_spec(
     """The observations the network gets: with the previous action and reward if it reads them."""
     if not network.reads_previous_action_reward:
         return observation
-    action = jax.eval_shape(action_space.sample, jax.random.key(0))
     return jax.eval_shape(
-        lambda observation, action: ObservationActionReward(observation, action, jnp.zeros((), jnp.float32)),
+        lambda observation: ObservationActionReward(observation, action_space.zeros(), jnp.zeros((), jnp.float32)),
         observation,
-        action,
     )
 
 
@@ -117,8 +115,8 @@ class _HostObservations:
 
     def __init__(self, network: AbstractNetwork, action_space: AbstractSpace, num_envs: int):
         self._reads_action_reward = network.reads_previous_action_reward
-        action = jax.eval_shape(action_space.sample, jax.random.key(0))
-        self._zero_action = np.zeros((num_envs, *action.shape), action.dtype)
+        zero = np.asarray(action_space.zeros())
+        self._zero_action = np.zeros((num_envs, *zero.shape), zero.dtype)
 
     def __call__(
         self, observation: np.ndarray, action: np.ndarray, reward: np.ndarray, is_first: np.ndarray
@@ -356,10 +354,19 @@ def _first_timestep(observation: PyTree[np.ndarray | Array]) -> _HostStep:
     return _host_timestep(observation, np.zeros(num_envs), no, no, np.ones(num_envs, bool))
 
 
+def _stack(leaves: tuple[np.ndarray | Array, ...]) -> Array:
+    """Host arrays stacked on the host and sent in one transfer; arrays already on the
+    device (the observations built for a network that reads the previous action and
+    reward) stacked there."""
+    if isinstance(leaves[0], jax.Array):
+        return jnp.stack(leaves)
+    return jnp.asarray(np.stack(leaves))
+
+
 def _stack_timesteps(steps: list[_HostStep]) -> TimeStep:
     """The time steps `[T + 1, B]` on the default device."""
     fields = (
-        jax.tree.map(lambda *leaves: jnp.asarray(np.stack(leaves)), *[getattr(step, field.name) for step in steps])
+        jax.tree.map(lambda *leaves: _stack(leaves), *[getattr(step, field.name) for step in steps])
         for field in dataclasses.fields(_HostStep)
     )
     return TimeStep(*fields)
