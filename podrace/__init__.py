@@ -1,6 +1,7 @@
 """podrace: reinforcement learning on JAX, composed from typed Equinox modules."""
 
 from . import (
+    distributed as distributed,
     envs as envs,
     executors as executors,
     learners as learners,

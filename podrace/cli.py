@@ -13,6 +13,7 @@ import sys
 import jax
 import optax
 
+from . import distributed
 from .envs import Catch
 from .executors.anakin import Anakin
 from .learners import Learner
@@ -36,7 +37,27 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+def _join_processes(args: argparse.Namespace) -> None:
+    """Starts `jax.distributed` when the launch flags are given (all three, or none)."""
+    flags = (args.coordinator_address, args.num_processes, args.process_id)
+    if all(flag is None for flag in flags):
+        return
+    if any(flag is None for flag in flags):
+        raise ValueError("--coordinator-address, --num-processes and --process-id go together: give all three.")
+    distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
+
+
 def _train_catch(args: argparse.Namespace) -> int:
+    _join_processes(args)
+    # Every process runs the same program; process 0 alone prints and plots.
+    say = print if distributed.is_coordinator() else lambda *_: None
     env = Catch()
     network_key, head_key, run_key = jax.random.split(jax.random.key(args.seed), 3)
     network = FeedForwardNetwork(
@@ -47,19 +68,25 @@ def _train_catch(args: argparse.Namespace) -> int:
         network, Greedy(), TDLambdaQLoss(discount=args.discount, lambda_=args.lambda_), optax.adam(args.learning_rate)
     )
     pipeline = Anakin(env, learner, num_envs=args.num_envs, rollout_length=args.rollout_length)
-    print(
-        f"Catch on {pipeline.num_devices} {jax.default_backend()} device(s): {args.num_envs} envs per device, "
-        f"rollouts of {args.rollout_length}, {args.num_updates} updates ({args.updates_per_call} per call)."
+    say(
+        f"Catch on {pipeline.num_devices} {jax.default_backend()} device(s) in {jax.process_count()} process(es): "
+        f"{args.num_envs} envs per device, rollouts of {args.rollout_length}, {args.num_updates} updates "
+        f"({args.updates_per_call} per call)."
     )
     _, log = train_with_progress(
-        pipeline, pipeline.init(run_key), num_updates=args.num_updates, updates_per_call=args.updates_per_call
+        pipeline,
+        pipeline.init(run_key),
+        num_updates=args.num_updates,
+        updates_per_call=args.updates_per_call,
+        show=distributed.is_coordinator(),
     )
-    path = plot_learning_curve(log, args.output, title="TD(lambda) Q-learning on Catch")
     final_return = float(log.mean_episode_return[-1])
-    print(f"compile: {log.compile_seconds:.2f} s")
-    print(f"frames per second: {log.frames_per_second:.3g}")
-    print(f"mean episode reward (last {args.updates_per_call} updates): {final_return:.3f}")
-    print(f"learning curve: {path}")
+    say(f"compile: {log.compile_seconds:.2f} s")
+    say(f"frames per second: {log.frames_per_second:.3g}")
+    say(f"mean episode reward (last {args.updates_per_call} updates): {final_return:.3f}")
+    if distributed.is_coordinator():
+        path = plot_learning_curve(log, args.output, title="TD(lambda) Q-learning on Catch")
+        say(f"learning curve: {path}")
     return 0
 
 
@@ -86,11 +113,17 @@ def main(argv: list[str] | None = None) -> int:
         default=pathlib.Path("catch_learning_curve.png"),
         help="where to save the learning curve",
     )
+    launch = catch.add_argument_group(
+        "multi-process launch (jax.distributed; every process runs the same command, process 0 prints)"
+    )
+    launch.add_argument("--coordinator-address", help="host:port of process 0, reachable from every process")
+    launch.add_argument("--num-processes", type=_positive_int, help="the number of processes")
+    launch.add_argument("--process-id", type=_non_negative_int, help="this process's index, from 0")
     catch.set_defaults(run=_train_catch)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, ImportError) as error:
+    except (ValueError, ImportError, ConnectionError) as error:
         print(f"podrace: {error}", file=sys.stderr)
         return 2
 

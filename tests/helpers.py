@@ -7,6 +7,7 @@ parametrised over its registry, so adding a component is one line here.
 import dataclasses
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -477,6 +478,8 @@ LOSSES: dict[str, LossCase] = {
     "reinforce-with-baseline": LossCase(lambda: pr.losses.ReinforceLoss(discount=0.99, baseline=True)),
     "ppo": LossCase(lambda: pr.losses.PPOLoss(discount=0.99)),
     "ppo-gaussian": LossCase(lambda: pr.losses.PPOLoss(discount=0.9, normalize_advantages=False), continuous=True),
+    "vtrace": LossCase(lambda: pr.losses.VTraceLoss(discount=0.99, lambda_=0.9, rho_bar=2.0, c_bar=0.5)),
+    "vtrace-gaussian": LossCase(lambda: pr.losses.VTraceLoss(discount=0.9), continuous=True),
 }
 
 
@@ -716,6 +719,11 @@ LEARNERS: dict[str, LearnerCase] = {
     "gaussian-a2c": LearnerCase(
         lambda key: policy_gradient_learner(key, pr.losses.A2CLoss(discount=0.9), continuous=True), continuous=True
     ),
+    "vtrace-two-epochs-three-minibatches": LearnerCase(
+        lambda key: policy_gradient_learner(
+            key, pr.losses.VTraceLoss(discount=0.99, lambda_=0.9), num_epochs=2, num_minibatches=3
+        )
+    ),
     # Each device replays its own environments' experience and samples its own batch
     # (from the same key): the sampled sequences depend on how the batch is split.
     "dqn-double-q": LearnerCase(dqn_learner, device_invariant=False),
@@ -731,6 +739,9 @@ LEARNERS: dict[str, LearnerCase] = {
     ),
     "gru-reinforce-with-baseline": LearnerCase(
         lambda key: recurrent_learner(key, pr.losses.ReinforceLoss(discount=0.99, baseline=True))
+    ),
+    "gru-gaussian-vtrace": LearnerCase(
+        lambda key: recurrent_learner(key, pr.losses.VTraceLoss(discount=0.9), continuous=True), continuous=True
     ),
     "gru-td-lambda-q": LearnerCase(
         lambda key: recurrent_learner(key, pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9))
@@ -798,41 +809,71 @@ def reference_td_lambda_q_loss(
 
 WORKER = pathlib.Path(__file__).with_name("multidevice_worker.py")
 MULTIDEVICE_NUM_ENVS = 3  # per device on two devices; the one-device run has twice as many
+# The learners of the registry that also run over two processes (multi-host).
+MULTIPROCESS_LEARNERS = ("ppo-two-epochs-three-minibatches", "dqn-double-q", "gru-ppo-two-epochs-three-minibatches")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (at the time of the call)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @final
 class MultideviceRuns:
     """The worker subprocesses: two devices (Anakin, filter_pmap, DQN, a population, every
-    learner of the registry) and one device (Anakin, the pmapped runs done separately, the
-    same population, every learner)."""
+    learner of the registry), one device (Anakin, the pmapped runs done separately, the
+    same population, every learner), and two processes of one CPU device each, joined by
+    `jax.distributed` on 127.0.0.1 (Anakin, DQN, the population, `MULTIPROCESS_LEARNERS`),
+    each process writing to `two_processes / process-ID`."""
 
     def __init__(self, out: pathlib.Path):
         self.two_devices = out / "two-devices"
         self.one_device = out / "one-device"
-        self._processes = {
-            self.two_devices: self._start(
-                self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap", "--dqn", "--population", "--learners"
-            ),
-            self.one_device: self._start(
-                self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate", "--population", "--learners"
-            ),
-        }
+        self.two_processes = out / "two-processes"
+        self._processes = [
+            self._start(self.two_devices, 2, MULTIDEVICE_NUM_ENVS, "--pmap", "--dqn", "--population", "--learners"),
+            self._start(self.one_device, 1, 2 * MULTIDEVICE_NUM_ENVS, "--separate", "--population", "--learners"),
+        ]
+        coordinator = f"127.0.0.1:{free_port()}"
+        self.two_processes.mkdir(parents=True)
+        self._processes += [
+            self._start(
+                self.two_processes,
+                1,
+                MULTIDEVICE_NUM_ENVS,
+                "--dqn",
+                "--population",
+                "--learners",
+                "--only",
+                *MULTIPROCESS_LEARNERS,
+                "--coordinator-address",
+                coordinator,
+                "--num-processes",
+                "2",
+                "--process-id",
+                str(process_id),
+            )
+            for process_id in range(2)
+        ]
 
     @staticmethod
-    def _start(out: pathlib.Path, num_devices: int, num_envs: int, *flags: str) -> subprocess.Popen:
-        out.mkdir(parents=True)
+    def _start(out: pathlib.Path, num_devices: int, num_envs: int, *flags: str) -> tuple[str, subprocess.Popen]:
+        out.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}")
         command = [sys.executable, str(WORKER), str(out), "--num-envs", str(num_envs), *flags]
-        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return " ".join(command[2:]), process
 
     def wait(self, timeout: float = 900.0) -> None:
-        """Waits for both runs; fails with their output if one failed."""
-        for out, process in self._processes.items():
+        """Waits for every run; fails with its output if one failed."""
+        for name, process in self._processes:
             output, _ = process.communicate(timeout=timeout)
-            assert process.returncode == 0, f"worker for {out.name} failed:\n{output}"
+            assert process.returncode == 0, f"worker {name} failed:\n{output}"
 
     def kill(self) -> None:
-        for process in self._processes.values():
+        for _, process in self._processes:
             if process.poll() is None:
                 process.kill()
                 process.communicate()

@@ -20,6 +20,9 @@ the arrays it saves:
 - `members.npz` (with `--population`): two members trained with their environments
   split over all devices inside a `vmap` (population outer, devices inner), or, on one
   device, each alone.
+- With `--coordinator-address`, `--num-processes` and `--process-id`, the script is
+  one process of a `jax.distributed` run and writes to `OUT_DIR/process-ID`; `--only`
+  restricts `--learners` to some of the registry.
 - `population.npz` (with `--population`): a `Population` of four members (learning
   rates and seeds) split over all devices: the per-device shard sizes of its state,
   its learner states and metrics.
@@ -73,13 +76,8 @@ def shard_shapes(tree) -> np.ndarray:
 
 
 def leaves(tree) -> dict[str, np.ndarray]:
-    """The leaves as NumPy arrays (PRNG keys as their raw data)."""
-
-    def as_numpy(leaf):
-        is_key = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
-        return np.asarray(jax.random.key_data(leaf) if is_key else leaf)
-
-    return {f"{i:03d}": as_numpy(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
+    """The leaves as NumPy arrays (PRNG keys as their raw data), gathered from every process."""
+    return {f"{i:03d}": leaf for i, leaf in enumerate(jax.tree.leaves(pr.distributed.gather(tree)))}
 
 
 def run_anakin(out: pathlib.Path, num_envs: int) -> None:
@@ -147,8 +145,10 @@ def run_dqn(out: pathlib.Path, num_envs: int) -> None:
     )
 
 
-def run_learners(out: pathlib.Path, num_envs: int) -> None:
+def run_learners(out: pathlib.Path, num_envs: int, names: list[str] | None = None) -> None:
     for name, case in helpers.LEARNERS.items():
+        if names is not None and name not in names:
+            continue
         pipeline = pr.Anakin(case.env(), case.make(jax.random.key(1)), num_envs=num_envs, rollout_length=6)
         result = pipeline.train(pipeline.init(jax.random.key(0)), num_updates=NUM_UPDATES)
         params = pipeline.learner.network_at(result.state.learner)
@@ -227,12 +227,11 @@ def run_members_over_devices(out: pathlib.Path, num_envs: int) -> None:
 
             return jax.vmap(train_member)(rates, learner_states, envs)
 
-        states = jax.jit(jax.vmap(init))(rates, keys)
-        envs = jax.device_put(states.envs, jax.sharding.NamedSharding(mesh, split))
-        learner_states = jax.device_put(states.learner, jax.sharding.NamedSharding(mesh, replicated))
+        layout = pr.AnakinState(jax.sharding.NamedSharding(mesh, replicated), jax.sharding.NamedSharding(mesh, split))
+        states = jax.jit(jax.vmap(init), out_shardings=layout)(rates, keys)
         trained = jax.jit(
             jax.shard_map(train, mesh=mesh, in_specs=(replicated, replicated, split), out_specs=replicated)
-        )(rates, learner_states, envs)
+        )(rates, states.learner, states.envs)
         params = trained.params
     np.savez(out / "members.npz", **leaves(params))
 
@@ -246,7 +245,15 @@ def main() -> None:
     parser.add_argument("--dqn", action="store_true")
     parser.add_argument("--population", action="store_true")
     parser.add_argument("--learners", action="store_true")
+    parser.add_argument("--only", nargs="+", help="with --learners, these learners of the registry alone")
+    parser.add_argument("--coordinator-address", help="run as one process of a jax.distributed run")
+    parser.add_argument("--num-processes", type=int)
+    parser.add_argument("--process-id", type=int)
     args = parser.parse_args()
+    if args.coordinator_address is not None:
+        pr.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id, timeout_s=120)
+        args.out = args.out / f"process-{args.process_id}"
+        args.out.mkdir()
     run_anakin(args.out, args.num_envs)
     if args.pmap:
         run_pmap(args.out)
@@ -258,7 +265,7 @@ def main() -> None:
         run_population(args.out)
         run_members_over_devices(args.out, args.num_envs)
     if args.learners:
-        run_learners(args.out, args.num_envs)
+        run_learners(args.out, args.num_envs, args.only)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,14 @@
 """The `podrace` command."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from podrace import cli
+
+from . import helpers
 
 
 def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_path, capsys):
@@ -52,3 +58,32 @@ def test_a_command_is_required(capsys):
         cli.main([])
     assert error.value.code == 2
     assert "usage: podrace" in capsys.readouterr().err
+
+
+def test_train_catch_over_two_processes_prints_once(tmp_path):
+    coordinator = f"127.0.0.1:{helpers.free_port()}"
+    small = ["--num-updates", "2", "--updates-per-call", "1", "--num-envs", "2", "--rollout-length", "4"]
+    launch = ["--coordinator-address", coordinator, "--num-processes", "2"]
+    command = [sys.executable, "-m", "podrace.cli", "train", "catch", *small, *launch]
+    processes = [
+        subprocess.Popen(
+            [*command, "--process-id", str(i), "--output", str(tmp_path / f"{i}.png")],
+            env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    (out_0, err_0), (out_1, err_1) = (process.communicate(timeout=300) for process in processes)
+    assert [process.returncode for process in processes] == [0, 0], err_0 + err_1
+    assert "Catch on 2 cpu device(s) in 2 process(es): 2 envs per device" in out_0
+    assert "mean episode reward (last 1 updates): " in out_0
+    # Process 1 prints nothing of its own (Gloo's connection line comes from C++).
+    assert "Catch on" not in out_1 and "mean episode reward" not in out_1, out_1
+    assert (tmp_path / "0.png").exists() and not (tmp_path / "1.png").exists()
+
+
+def test_the_launch_flags_go_together(capsys):
+    assert cli.main(["train", "catch", "--process-id", "1"]) == 2
+    assert "give all three" in capsys.readouterr().err

@@ -66,6 +66,7 @@ CATCH_LOSSES = {
     "reinforce-with-baseline": pr.losses.ReinforceLoss(discount=0.99, baseline=True),
     "a2c": pr.losses.A2CLoss(discount=0.99),
     "ppo": pr.losses.PPOLoss(discount=0.99),
+    "vtrace": pr.losses.VTraceLoss(discount=0.99),
 }
 
 

@@ -208,9 +208,10 @@ class Anakin(eqx.Module):
     - `num_envs`: environments per device (the batch `B`).
     - `rollout_length`: environment steps per update (`T`).
     - `mesh`: a one-axis device mesh to split the environment batch over; by default
-        all devices (`jax.devices()`, which after `jax.distributed.initialize()` spans
-        every host). On one device no `shard_map` is used, so the pipeline also
-        composes under a user's `eqx.filter_vmap` or `eqx.filter_pmap`.
+        all devices (`jax.devices()`, which after [`podrace.distributed.initialize`][]
+        spans every process, each stepping the environments on its own devices). On one
+        device no `shard_map` is used, so the pipeline also composes under a user's
+        `eqx.filter_vmap` or `eqx.filter_pmap`.
     """
 
     env: AbstractEnv
@@ -264,7 +265,13 @@ class Anakin(eqx.Module):
 
         The initial state, laid out over the mesh.
         """
-        state = eqx.filter_jit(init_state)(self.env, self.learner, key, num_envs=self.num_devices * self.num_envs)
+        return self._init(key)
+
+    @eqx.filter_jit
+    def _init(self, key: PRNGKeyArray) -> AnakinState:
+        # Laid out inside the compiled program, so that with many processes each one
+        # computes only the environments on its own devices.
+        state = init_state(self.env, self.learner, key, num_envs=self.num_devices * self.num_envs)
         if self.num_devices == 1:
             return state
         (axis,) = self.mesh.axis_names

@@ -1,5 +1,6 @@
 """Losses: pure, unbatched functions and the loss modules built on them."""
 
+from .impala import VTraceLoss as VTraceLoss, vtrace as vtrace
 from .modules import (
     A2CLoss as A2CLoss,
     AbstractLoss as AbstractLoss,
@@ -46,6 +47,7 @@ __all__ = [
     "A2CLoss",
     "ReinforceLoss",
     "PPOLoss",
+    "VTraceLoss",
     "mean_over_trajectories",
     "transition_mask",
     "completed_episode_mask",
@@ -64,5 +66,6 @@ __all__ = [
     "policy_gradient_loss",
     "clamped_importance_weights",
     "ppo_clipped_surrogate",
+    "vtrace",
     "varying_like",
 ]
