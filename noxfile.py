@@ -52,6 +52,6 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def gallery(session: nox.Session) -> None:
     """Runs every example in examples/ at a small budget."""
-    session.install("-e", ".[plot,gymnasium,es]")
+    session.install("-e", ".[plot,gymnasium,es,ray,atari]")
     for script in sorted((ROOT / "examples").glob("*.py")):
         session.run("python", str(script), "--num-updates", "200", env={"MPLBACKEND": "Agg"})

@@ -6,6 +6,9 @@
   split over devices.
 - `host`: host environments (Gymnasium) feeding a learner on
   the device.
+- `ray_actors`: host environments in Ray actors (other processes or
+  machines), returning trajectories or gradients to a learner on the driver
+  (needs the `ray` extra; Ray is imported when a pool is built).
 - `evaluation`: whole episodes with a fixed network and policy.
 - `actor`: an agent behind rlplay's actor interface, for host loops.
 
@@ -13,7 +16,14 @@ The learner never knows which executor feeds it: every one produces the same
 [`podrace.Trajectory`][].
 """
 
-from . import actor as actor, anakin as anakin, evaluation as evaluation, host as host, population as population
+from . import (
+    actor as actor,
+    anakin as anakin,
+    evaluation as evaluation,
+    host as host,
+    population as population,
+    ray_actors as ray_actors,
+)
 
 
-__all__ = ["actor", "anakin", "evaluation", "host", "population"]
+__all__ = ["actor", "anakin", "evaluation", "host", "population", "ray_actors"]

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Int, PRNGKeyArray, PyTree
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._types import TimeStep, Trajectory
 from .._validation import check_positive_int, check_reads
@@ -14,7 +14,7 @@ from ..agent import Agent
 from ..losses import AbstractLoss
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
-from ..results import UpdateMetrics
+from ..results import LossTerms, UpdateMetrics
 
 
 StateT = TypeVar("StateT")
@@ -114,6 +114,41 @@ def raise_non_finite_loss(error: Exception) -> None:
         ) from None
 
 
+def loss_gradients(
+    objective, params: PyTree[Array], *, axis_name: str | None
+) -> tuple[Float[Array, ""], LossTerms, PyTree[Array]]:
+    """The loss, its terms and the gradient of `objective(params) -> (loss, terms)`, averaged over devices.
+
+    `gradient_step` takes its gradients from here, and so do executors that compute
+    gradients away from the optimiser (the Ray gradient workers).
+    """
+    varying = params if axis_name is None else jax.lax.pcast(params, axis_name, to="varying")
+    # Gradients of device-varying parameters stay per device; average them explicitly
+    # (replicated parameters would be summed implicitly).
+    (loss, terms), grads = jax.value_and_grad(objective, has_aux=True)(varying)
+    if axis_name is not None:
+        loss, terms, grads = jax.lax.pmean((loss, terms, grads), axis_name)
+    return loss, terms, grads
+
+
+def apply_gradients(
+    learner: AbstractLearner,
+    params: PyTree[Array],
+    opt_state: optax.OptState,
+    grads: PyTree[Array],
+    loss: Float[Array, ""],
+    terms: LossTerms,
+    *,
+    check_nans: bool,
+) -> tuple[PyTree[Array], optax.OptState, UpdateMetrics]:
+    """One step of the learner's optimiser along `grads`, with the metrics of the loss they came from."""
+    if check_nans:
+        for name, value in terms.items():
+            grads = eqx.error_if(grads, ~jnp.isfinite(value), f"{_NON_FINITE} '{name}' is not finite")
+    updates, opt_state = learner.optimizer.update(grads, opt_state, params)
+    return eqx.apply_updates(params, updates), opt_state, UpdateMetrics(loss, terms, optax.tree.norm(grads))
+
+
 def gradient_step(
     learner: AbstractLearner,
     params: PyTree[Array],
@@ -124,17 +159,8 @@ def gradient_step(
     check_nans: bool,
 ) -> tuple[PyTree[Array], optax.OptState, UpdateMetrics]:
     """One optimiser step on `objective(params) -> (loss, terms)`, gradients averaged over devices."""
-    varying = params if axis_name is None else jax.lax.pcast(params, axis_name, to="varying")
-    # Gradients of device-varying parameters stay per device; average them explicitly
-    # (replicated parameters would be summed implicitly).
-    (loss, terms), grads = jax.value_and_grad(objective, has_aux=True)(varying)
-    if axis_name is not None:
-        loss, terms, grads = jax.lax.pmean((loss, terms, grads), axis_name)
-    if check_nans:
-        for name, value in terms.items():
-            grads = eqx.error_if(grads, ~jnp.isfinite(value), f"{_NON_FINITE} '{name}' is not finite")
-    updates, opt_state = learner.optimizer.update(grads, opt_state, params)
-    return eqx.apply_updates(params, updates), opt_state, UpdateMetrics(loss, terms, optax.tree.norm(grads))
+    loss, terms, grads = loss_gradients(objective, params, axis_name=axis_name)
+    return apply_gradients(learner, params, opt_state, grads, loss, terms, check_nans=check_nans)
 
 
 @final
