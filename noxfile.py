@@ -38,7 +38,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """pyright over the package, examples and benchmarks."""
-    session.install("-e", ".[plot,bench,es]", "pyright>=1.1.380")
+    session.install("-e", ".[plot,bench,es,checkpoint,tensorboard,video]", "pyright>=1.1.380")
     session.run("pyright")
 
 

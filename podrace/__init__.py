@@ -1,13 +1,16 @@
 """podrace: reinforcement learning on JAX, composed from typed Equinox modules."""
 
 from . import (
+    checkpoint as checkpoint,
     distributed as distributed,
     envs as envs,
     executors as executors,
     learners as learners,
+    loggers as loggers,
     losses as losses,
     networks as networks,
     policies as policies,
+    video as video,
 )
 from ._types import (
     AbstractNetworkOutput as AbstractNetworkOutput,

@@ -1,15 +1,19 @@
-"""Host-side driving of a compiled pipeline: progress bar, timing and learning curves."""
+"""Host-side driving of a compiled pipeline: progress bar, timing, metric logging and learning curves."""
 
 import dataclasses
 import pathlib
 import time
-from typing import final
+from collections.abc import Mapping, Sequence
+from typing import Any, final
 
 import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from .checkpoint import Checkpointer
 from .executors.anakin import Anakin, AnakinState
+from .executors.population import Population
+from .loggers import AbstractSink, summarize
 
 
 @final
@@ -19,11 +23,14 @@ class TrainingLog:
 
     **Arguments:**
 
-    - `frames`: environment steps done after each call.
-    - `mean_episode_return`: mean return of the episodes completed during each call.
+    - `frames`: environment steps done after each call (by each member, for a
+        [`podrace.Population`][]).
+    - `mean_episode_return`: mean return of the episodes completed during each call,
+        NaN where none was (axes `[calls, members]` for a population).
     - `compile_seconds`: time of the first call minus the time of a later call,
         i.e. tracing and compiling (equals the first call's time if there is one call).
-    - `frames_per_second`: environment steps per second over all calls after the first.
+    - `frames_per_second`: environment steps per second over all calls after the first
+        (of all members together, for a population).
     """
 
     frames: np.ndarray
@@ -33,22 +40,44 @@ class TrainingLog:
 
 
 def train_with_progress(
-    pipeline: Anakin,
+    pipeline: Anakin | Population,
     state: AnakinState,
     *,
     num_updates: int,
     updates_per_call: int,
     show: bool = True,
+    sinks: Sequence[AbstractSink] = (),
+    checkpointer: Checkpointer | None = None,
+    checkpoint_every: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    start_update: int = 0,
 ) -> tuple[AnakinState, TrainingLog]:
     """Trains in calls of `updates_per_call` updates, reporting after each call.
 
+    After each call its metrics are copied to the host, reduced by
+    [`podrace.loggers.summarize`][] and written to every sink at the step of the
+    number of updates done, with `frames` (as in the log) and `frames_per_second` (of
+    that call; the first call's includes compiling). With a `checkpointer`, the state
+    is saved every `checkpoint_every` updates and after the last call, as the
+    checkpoint of the number of updates done. To resume, restore the latest checkpoint
+    and pass its step as `start_update` (see the [checkpoints guide](../checkpoints.md)).
+
     **Arguments:**
 
-    - `pipeline`: the [`podrace.Anakin`][] pipeline.
+    - `pipeline`: the [`podrace.Anakin`][] pipeline or [`podrace.Population`][].
     - `state`: its state (from `pipeline.init`).
     - `num_updates`: total updates; rounded up to whole calls.
     - `updates_per_call`: updates compiled into one call.
-    - `show`: whether to draw a progress bar with the mean episode return and FPS.
+    - `show`: whether to draw a progress bar with the mean episode return and FPS
+        (the mean over the members, for a population).
+    - `sinks`: where to write the metrics of each call (see [`podrace.loggers`][]);
+        the caller closes them.
+    - `checkpointer`: where to save the state (see [`podrace.checkpoint.Checkpointer`][]).
+    - `checkpoint_every`: updates between checkpoints, a multiple of `updates_per_call`;
+        by default only the final state is saved.
+    - `config`: saved with every checkpoint (how the run was built).
+    - `start_update`: the updates done before this call (by the run being resumed):
+        steps, frames and checkpoints count on from it.
 
     **Returns:**
 
@@ -56,24 +85,47 @@ def train_with_progress(
     """
     if updates_per_call <= 0 or num_updates <= 0:
         raise ValueError(f"num_updates and updates_per_call must be positive, got {num_updates}, {updates_per_call}.")
+    if checkpoint_every is not None and (checkpoint_every <= 0 or checkpoint_every % updates_per_call):
+        raise ValueError(
+            f"checkpoint_every must be a positive multiple of updates_per_call ({updates_per_call}), got "
+            f"{checkpoint_every}."
+        )
+    if start_update < 0:
+        raise ValueError(f"start_update must be non-negative, got {start_update}.")
     num_calls = -(-num_updates // updates_per_call)
-    frames_per_call = pipeline.frames_per_update * updates_per_call
+    if isinstance(pipeline, Population):
+        member = pipeline.member(0)
+        frames_per_update = member.num_envs * member.rollout_length  # of each member
+        frames_per_call = pipeline.size * frames_per_update * updates_per_call
+    else:
+        frames_per_update = pipeline.frames_per_update
+        frames_per_call = frames_per_update * updates_per_call
     returns, durations = [], []
     with tqdm(total=num_calls * updates_per_call, unit="update", disable=not show) as bar:
-        for _ in range(num_calls):
+        for call in range(1, num_calls + 1):
             start = time.perf_counter()
             result = pipeline.train(state, num_updates=updates_per_call)
-            mean_return = float(result.metrics.mean_episode_return)  # waits for the call
+            jax.block_until_ready(result.metrics)
             durations.append(time.perf_counter() - start)
             state = result.state
-            returns.append(mean_return)
             fps = frames_per_call / durations[-1]
-            bar.set_postfix(mean_return=f"{mean_return:.3f}", fps=f"{fps:.3g}")
+            updates_done = start_update + call * updates_per_call
+            summary = {"frames": float(frames_per_update * updates_done), "frames_per_second": fps}
+            summary |= summarize(result.metrics)
+            for sink in sinks:
+                sink.write(updates_done, summary)
+            if checkpointer is not None and (
+                call == num_calls or (checkpoint_every is not None and updates_done % checkpoint_every == 0)
+            ):
+                checkpointer.save(updates_done, state, config=config)
+            returns.append(np.asarray(result.metrics.mean_episode_return))
+            completed = returns[-1][np.isfinite(returns[-1])]
+            bar.set_postfix(mean_return=f"{completed.mean():.3f}" if completed.size else "-", fps=f"{fps:.3g}")
             bar.update(updates_per_call)
     jax.block_until_ready(state)
     steady = durations[1:] or durations
     log = TrainingLog(
-        frames=frames_per_call * np.arange(1, num_calls + 1),
+        frames=frames_per_update * (start_update + updates_per_call * np.arange(1, num_calls + 1)),
         mean_episode_return=np.asarray(returns),
         compile_seconds=durations[0] - (float(np.median(steady)) if len(durations) > 1 else 0.0),
         frames_per_second=frames_per_call * len(steady) / sum(steady),

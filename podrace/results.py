@@ -36,11 +36,13 @@ class TrainMetrics(eqx.Module):
     - `update`: the learner's metrics.
     - `episode_return_sum`: the summed returns of episodes that ended in the rollout.
     - `episodes_completed`: how many episodes ended in the rollout.
+    - `episode_length_sum`: the summed lengths (steps) of those episodes.
     """
 
     update: UpdateMetrics
     episode_return_sum: Float[Array, "*updates"]
     episodes_completed: Int[Array, "*updates"]
+    episode_length_sum: Int[Array, "*updates"]
 
     @property
     def mean_episode_return(self) -> Float[Array, "*population"]:
@@ -49,8 +51,16 @@ class TrainMetrics(eqx.Module):
         Over the last axis (the updates): one value for a run, one per member for the
         stacked metrics of a [`podrace.Population`][].
         """
+        return self._per_episode(self.episode_return_sum)
+
+    @property
+    def mean_episode_length(self) -> Float[Array, "*population"]:
+        """The mean length of all episodes completed in these updates (NaN if none), as `mean_episode_return`."""
+        return self._per_episode(self.episode_length_sum)
+
+    def _per_episode(self, sums: Array) -> Array:
         count = jnp.sum(self.episodes_completed, axis=-1)
-        return jnp.where(count > 0, jnp.sum(self.episode_return_sum, axis=-1) / jnp.maximum(count, 1), jnp.nan)
+        return jnp.where(count > 0, jnp.sum(sums, axis=-1) / jnp.maximum(count, 1), jnp.nan)
 
 
 @final

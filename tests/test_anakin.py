@@ -145,7 +145,9 @@ def _desynchronised(env, envs):
     keys = jax.random.split(jax.random.key(99), batch)
     # One step renders observations that agree with the moved balls.
     env_state, timestep = jax.vmap(env.step)(env_state, actions, keys)
-    return pr.executors.anakin.EnvBatch(env_state, timestep, envs.carry, envs.key, envs.episode_return)
+    return pr.executors.anakin.EnvBatch(
+        env_state, timestep, envs.carry, envs.key, envs.episode_return, envs.episode_length
+    )
 
 
 def _per_env_loss(learner, params, trajectory):
@@ -276,7 +278,8 @@ def test_train_metrics():
 
 def test_mean_episode_return_without_episodes_is_nan():
     zero = jnp.zeros((), jnp.float32)
-    metrics = pr.TrainMetrics(pr.UpdateMetrics(zero, {"td_loss": zero}, zero), jnp.zeros(2), jnp.zeros(2, jnp.int32))
+    counts = jnp.zeros(2, jnp.int32)
+    metrics = pr.TrainMetrics(pr.UpdateMetrics(zero, {"td_loss": zero}, zero), jnp.zeros(2), counts, counts)
     assert np.isnan(float(metrics.mean_episode_return))
 
 

@@ -2,7 +2,7 @@ import abc
 from typing import Generic, TypeVar
 
 import equinox as eqx
-from jaxtyping import Array, PRNGKeyArray
+from jaxtyping import Array, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, TimeStep
 
@@ -19,6 +19,10 @@ class AbstractEnv(eqx.Module, Generic[StateT]):
 
     Episodes end on a step whose time step has `is_last` set. Stepping past that is
     undefined for a bare environment: wrap it in [`podrace.envs.AutoReset`][].
+
+    An environment may also draw its states as RGB pictures (`render`), for videos of
+    episodes ([`podrace.video.record_episode`][]); wrappers draw the state of the
+    environment they wrap.
     """
 
     @abc.abstractmethod
@@ -58,3 +62,22 @@ class AbstractEnv(eqx.Module, Generic[StateT]):
     @abc.abstractmethod
     def action_space(self) -> AbstractSpace:
         """The space of actions."""
+
+    def render(self, state: StateT) -> UInt8[Array, "height width 3"]:
+        """Draws a state as an RGB picture, in JAX (so `jit`, `vmap` and `scan` take it).
+
+        The picture's shape is fixed for an environment. Environments that do not draw
+        raise `NotImplementedError`.
+
+        **Arguments:**
+
+        - `state`: the state to draw.
+
+        **Returns:**
+
+        The picture, `uint8` of shape `(height, width, 3)`.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement `render`: override "
+            f"`render(self, state)` to draw its states as uint8 (height, width, 3) pictures."
+        )

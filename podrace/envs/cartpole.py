@@ -1,15 +1,20 @@
 import math
-from typing import final
+from typing import Any, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray, UInt8
 
 from .._types import Box, Discrete, TimeStep
 from .._validation import as_float_array
 from ._base import AbstractEnv
 from .wrappers import TimeLimit
+
+
+# Colours of `CartPole.render`: background, track and cart, pole, axle (Gymnasium's).
+_PALETTE = np.array([[255, 255, 255], [0, 0, 0], [202, 152, 101], [129, 132, 203]], np.uint8)
 
 
 @final
@@ -41,6 +46,9 @@ class CartPole(AbstractEnv[CartPoleState]):
     The physical constants are array leaves, so a batch of carts with, say,
     different pole lengths is one `eqx.filter_vmap` over the constructor.
 
+    `render` draws the cart on its track and the pole as Gymnasium does, in
+    `frame_shape` pixels whose width spans `[-max_position - 0.5, max_position + 0.5]`.
+
     Reference: Barto, Sutton & Anderson, "Neuronlike adaptive elements that can solve
     difficult learning control problems", IEEE SMC 1983.
 
@@ -53,6 +61,7 @@ class CartPole(AbstractEnv[CartPoleState]):
     - `dt`: seconds per step.
     - `max_angle`: the episode terminates when `|theta|` exceeds it (rad).
     - `max_position`: the episode terminates when `|x|` exceeds it (m).
+    - `frame_shape`: height and width of `render`'s pictures, in pixels.
     """
 
     gravity: Float[Array, ""] = eqx.field(default=9.8, converter=as_float_array)
@@ -63,6 +72,7 @@ class CartPole(AbstractEnv[CartPoleState]):
     dt: Float[Array, ""] = eqx.field(default=0.02, converter=as_float_array)
     max_angle: Float[Array, ""] = eqx.field(default=12 * 2 * math.pi / 360, converter=as_float_array)
     max_position: Float[Array, ""] = eqx.field(default=2.4, converter=as_float_array)
+    frame_shape: tuple[int, int] = eqx.field(static=True, default=(160, 240))
 
     @property
     def observation_space(self) -> Box:
@@ -101,20 +111,38 @@ class CartPole(AbstractEnv[CartPoleState]):
         terminated = (jnp.abs(state.x) > self.max_position) | (jnp.abs(state.theta) > self.max_angle)
         return state, TimeStep.transition(_observation(state), 1.0, terminated)
 
+    def render(self, state: CartPoleState) -> UInt8[Array, "height width 3"]:
+        height, width = self.frame_shape
+        scale = width / (2 * self.max_position + 1.0)  # pixels per metre
+        rows = jnp.arange(height)[:, None] + 0.5
+        columns = jnp.arange(width)[None, :] + 0.5
+        track_row = 0.75 * height
+        cart_column = width / 2 + state.x * scale
+        rail = jnp.abs(rows - track_row) <= 0.5
+        cart = (jnp.abs(columns - cart_column) <= 0.2 * scale) & (jnp.abs(rows - track_row) <= 0.12 * scale)
+        # Pixel offsets from the axle, along the pole (upright at theta = 0) and across it.
+        dx, dy = columns - cart_column, rows - (track_row - 0.06 * scale)
+        along = dx * jnp.sin(state.theta) - dy * jnp.cos(state.theta)
+        across = dx * jnp.cos(state.theta) + dy * jnp.sin(state.theta)
+        pole = (along >= 0) & (along <= 2 * self.pole_half_length * scale) & (jnp.abs(across) <= 0.04 * scale)
+        axle = dx**2 + dy**2 <= (0.04 * scale) ** 2
+        colour = jnp.select([axle, pole, cart | rail], [3, 2, 1], 0)  # an index into _PALETTE
+        return jnp.asarray(_PALETTE)[colour]
+
 
 def _observation(state: CartPoleState) -> Float[Array, "4"]:
     return jnp.stack([state.x, state.x_dot, state.theta, state.theta_dot])
 
 
-def cartpole_v1(**physics: ArrayLike) -> TimeLimit[CartPoleState]:
+def cartpole_v1(**kwargs: Any) -> TimeLimit[CartPoleState]:
     """Gymnasium's `CartPole-v1`: [`podrace.envs.CartPole`][] truncated after 500 steps.
 
     **Arguments:**
 
-    - `physics`: keyword arguments of [`podrace.envs.CartPole`][].
+    - `kwargs`: keyword arguments of [`podrace.envs.CartPole`][] (physics, `frame_shape`).
 
     **Returns:**
 
-    `TimeLimit(CartPole(**physics), max_episode_steps=500)`.
+    `TimeLimit(CartPole(**kwargs), max_episode_steps=500)`.
     """
-    return TimeLimit(CartPole(**physics), max_episode_steps=500)
+    return TimeLimit(CartPole(**kwargs), max_episode_steps=500)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
-from jaxtyping import Array, PRNGKeyArray, PyTree
+from jaxtyping import Array, PRNGKeyArray, PyTree, UInt8
 
 from .._types import AbstractSpace, Box, Discrete, TimeStep
 from ._base import AbstractEnv
@@ -507,6 +507,12 @@ class GymnaxEnv(AbstractEnv[Any]):
 
     def step(self, state: PyTree, action: Array, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
         return self._normalised(*_step(self.env, self.env_params, state, action, key))
+
+    def render(self, state: PyTree) -> UInt8[Array, "height width 3"]:
+        raise NotImplementedError(
+            "GymnaxEnv does not implement `render`: gymnax draws its environments with matplotlib on the "
+            "host (gymnax.visualize.Visualizer), not as arrays in JAX."
+        )
 
     def _normalised(self, state: PyTree, timestep: TimeStep) -> tuple[PyTree, TimeStep]:
         """The state and the observation in the dtypes found when the adapter was built."""

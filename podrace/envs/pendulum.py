@@ -1,14 +1,19 @@
-from typing import final
+from typing import Any, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray, UInt8
 
 from .._types import Box, TimeStep
 from .._validation import as_float_array
 from ._base import AbstractEnv
 from .wrappers import TimeLimit
+
+
+# Colours of `Pendulum.render`: background, rod, axle (Gymnasium's).
+_PALETTE = np.array([[255, 255, 255], [204, 77, 77], [0, 0, 0]], np.uint8)
 
 
 @final
@@ -39,6 +44,10 @@ class Pendulum(AbstractEnv[PendulumState]):
 
     The physical constants are array leaves (batch them with `eqx.filter_vmap`).
 
+    `render` draws the rod from the frame's centre as Gymnasium does (upright at
+    `theta = 0`, turning anticlockwise as `theta` grows), in `frame_shape` pixels that
+    span 4.4 m.
+
     **Arguments:**
 
     - `gravity`: m/s^2.
@@ -47,6 +56,7 @@ class Pendulum(AbstractEnv[PendulumState]):
     - `dt`: seconds per step.
     - `max_speed`: bound on `|theta_dot|`, rad/s.
     - `max_torque`: bound on the action.
+    - `frame_shape`: height and width of `render`'s pictures, in pixels.
     """
 
     gravity: Float[Array, ""] = eqx.field(default=10.0, converter=as_float_array)
@@ -55,6 +65,7 @@ class Pendulum(AbstractEnv[PendulumState]):
     dt: Float[Array, ""] = eqx.field(default=0.05, converter=as_float_array)
     max_speed: Float[Array, ""] = eqx.field(default=8.0, converter=as_float_array)
     max_torque: Float[Array, ""] = eqx.field(default=2.0, converter=as_float_array)
+    frame_shape: tuple[int, int] = eqx.field(static=True, default=(160, 160))
 
     @property
     def observation_space(self) -> Box:
@@ -84,20 +95,33 @@ class Pendulum(AbstractEnv[PendulumState]):
         state = PendulumState(state.theta + theta_dot * self.dt, theta_dot)
         return state, TimeStep.transition(_observation(state), -cost, False)
 
+    def render(self, state: PendulumState) -> UInt8[Array, "height width 3"]:
+        height, width = self.frame_shape
+        scale = min(height, width) / 4.4  # pixels per metre
+        # Pixel offsets from the axle at the centre; the rod points along (ux, uy).
+        dx = jnp.arange(width)[None, :] + 0.5 - width / 2
+        dy = jnp.arange(height)[:, None] + 0.5 - height / 2
+        ux, uy = -jnp.sin(state.theta), -jnp.cos(state.theta)
+        along = jnp.clip(dx * ux + dy * uy, 0, self.length * scale)
+        rod = (dx - along * ux) ** 2 + (dy - along * uy) ** 2 <= (0.1 * scale) ** 2
+        axle = dx**2 + dy**2 <= (0.05 * scale) ** 2
+        colour = jnp.select([axle, rod], [2, 1], 0)  # an index into _PALETTE
+        return jnp.asarray(_PALETTE)[colour]
+
 
 def _observation(state: PendulumState) -> Float[Array, "3"]:
     return jnp.stack([jnp.cos(state.theta), jnp.sin(state.theta), state.theta_dot])
 
 
-def pendulum_v1(**physics: float) -> TimeLimit[PendulumState]:
+def pendulum_v1(**kwargs: Any) -> TimeLimit[PendulumState]:
     """Gymnasium's `Pendulum-v1`: [`podrace.envs.Pendulum`][] truncated after 200 steps.
 
     **Arguments:**
 
-    - `physics`: keyword arguments of [`podrace.envs.Pendulum`][].
+    - `kwargs`: keyword arguments of [`podrace.envs.Pendulum`][] (physics, `frame_shape`).
 
     **Returns:**
 
-    `TimeLimit(Pendulum(**physics), max_episode_steps=200)`.
+    `TimeLimit(Pendulum(**kwargs), max_episode_steps=200)`.
     """
-    return TimeLimit(Pendulum(**physics), max_episode_steps=200)
+    return TimeLimit(Pendulum(**kwargs), max_episode_steps=200)

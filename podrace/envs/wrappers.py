@@ -3,7 +3,7 @@ from typing import Generic, TypeVar, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Int, PRNGKeyArray
+from jaxtyping import Array, Bool, Int, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, ObservationActionReward, ObservationActionRewardSpace, TimeStep
 from ._base import AbstractEnv
@@ -68,6 +68,9 @@ class AutoReset(AbstractEnv[AutoResetState[StateT]]):
         )
         return AutoResetState(env_state, timestep.is_last), timestep
 
+    def render(self, state: AutoResetState[StateT]) -> UInt8[Array, "height width 3"]:
+        return self.env.render(state.env_state)
+
 
 @final
 class TimeLimitState(eqx.Module, Generic[StateT]):
@@ -125,6 +128,9 @@ class TimeLimit(AbstractEnv[TimeLimitState[StateT]]):
         timestep = eqx.tree_at(lambda t: t.truncated, timestep, truncated)
         return TimeLimitState(env_state, elapsed_steps), timestep
 
+    def render(self, state: TimeLimitState[StateT]) -> UInt8[Array, "height width 3"]:
+        return self.env.render(state.env_state)
+
 
 @final
 class PreviousActionReward(AbstractEnv[StateT]):
@@ -160,6 +166,9 @@ class PreviousActionReward(AbstractEnv[StateT]):
         env_state, timestep = self.env.step(state, action, key)
         action = jnp.asarray(action, self.env.action_space.zeros().dtype)
         return env_state, self._with_action_reward(timestep, action, timestep.reward)
+
+    def render(self, state: StateT) -> UInt8[Array, "height width 3"]:
+        return self.env.render(state)
 
     @staticmethod
     def _with_action_reward(timestep: TimeStep, action: Array, reward: Array) -> TimeStep:

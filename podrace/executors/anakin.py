@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jaxtyping import Array, Float, Key, PRNGKeyArray, PyTree
+from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
 
 from .._types import TimeStep, Trajectory
 from .._validation import check_learner_fits, check_positive_int
@@ -41,6 +41,8 @@ class EnvBatch(eqx.Module):
     - `carry`: the network's recurrent state for each environment.
     - `key`: one PRNG key per environment.
     - `episode_return`: the return so far of each running episode.
+    - `episode_length`: the steps so far of each running episode (0 from its last step
+        on, until the next one starts).
     """
 
     env_state: PyTree[Array]
@@ -48,6 +50,7 @@ class EnvBatch(eqx.Module):
     carry: PyTree[Array]
     key: Key[Array, "*batch"]
     episode_return: Float[Array, "*batch"]
+    episode_length: Int[Array, "*batch"]
 
 
 @final
@@ -108,7 +111,8 @@ def rollout(
         env_state, timestep = step_envs(envs.env_state, policy_step.action, keys[:, 2])
         episode_return = jnp.where(timestep.is_first, 0.0, envs.episode_return + timestep.reward)
         ended_return = jnp.where(timestep.is_last, episode_return, 0.0)
-        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return), (
+        episode_length = jnp.where(timestep.is_first | timestep.is_last, 0, envs.episode_length + 1)
+        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return, episode_length), (
             envs.timestep,
             policy_step,
             ended_return,
@@ -144,7 +148,8 @@ def init_state(env: AbstractEnv, learner: AbstractLearner, key: PRNGKeyArray, *,
     def reset(key: PRNGKeyArray) -> EnvBatch:
         key, reset_key = jax.random.split(key)
         env_state, timestep = env.reset(reset_key)
-        return EnvBatch(env_state, timestep, learner.network.initial_carry(), key, jnp.zeros((), jnp.float32))
+        carry = learner.network.initial_carry()
+        return EnvBatch(env_state, timestep, carry, key, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
 
     learner_key, envs_key = jax.random.split(key)
     envs = jax.vmap(reset)(jax.random.split(envs_key, num_envs))
@@ -180,7 +185,13 @@ def train_steps(
     def one_update(state: AnakinState, _):
         envs, trajectory, ended_returns = rollout(env, learner.agent(state.learner), state.envs, rollout_length)
         learner_state, update_metrics = learner.update(state.learner, trajectory, axis_name=axis_name)
-        episodes = (jnp.sum(ended_returns), jnp.sum(trajectory.timestep.is_last[1:], dtype=jnp.int32))
+        # Every step but a reset belongs to an episode: the episodes that ended took the
+        # rollout's other steps and the steps they had taken before it, but for the steps
+        # of the episodes still running at its end.
+        resets = jnp.sum(trajectory.timestep.is_first[1:], dtype=jnp.int32)
+        steps = envs.episode_length.size * rollout_length - resets
+        ended_length = jnp.sum(state.envs.episode_length) + steps - jnp.sum(envs.episode_length)
+        episodes = (jnp.sum(ended_returns), jnp.sum(trajectory.timestep.is_last[1:], dtype=jnp.int32), ended_length)
         if axis_name is not None:
             episodes = jax.lax.psum(episodes, axis_name)
         return AnakinState(learner_state, envs), TrainMetrics(update_metrics, *episodes)

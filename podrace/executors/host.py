@@ -449,6 +449,7 @@ def _train_metrics(update_metrics: UpdateMetrics, episodes: EpisodeStatistics) -
         update_metrics,
         jnp.asarray(episodes.returns.sum(), jnp.float32),
         jnp.asarray(len(episodes.returns), jnp.int32),
+        jnp.asarray(episodes.lengths.sum(), jnp.int32),
     )
 
 

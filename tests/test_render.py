@@ -1,0 +1,276 @@
+"""Pictures of environment states (`render`) and videos of episodes (`podrace.video`)."""
+
+import sys
+
+import gymnasium
+import imageio.v3 as iio
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import podrace as pr
+from podrace import video
+
+from . import helpers
+
+
+def _render(env, state):
+    return env.render(state)
+
+
+RENDER = helpers.Compiled(_render)
+
+
+def _pixels(frame, colour) -> np.ndarray:
+    """Where `frame` has the RGB `colour`, as a boolean `(height, width)` mask."""
+    return np.all(np.asarray(frame) == np.asarray(colour, np.uint8), axis=-1)
+
+
+def _centre(mask: np.ndarray) -> tuple[float, float]:
+    """The mean row and column of a mask's pixels."""
+    assert mask.any(), "no pixel of that colour"
+    rows, columns = np.nonzero(mask)
+    return float(rows.mean()), float(columns.mean())
+
+
+# --------------------------------------------------------------------------------------
+# Contract over the registered environments: fixed-shape uint8 pictures, or a clear error.
+# --------------------------------------------------------------------------------------
+
+
+NUM_STEPS = 6
+# Environments that do not draw, and the start of the error that says so.
+GYMNAX_ERROR = "GymnaxEnv does not implement `render`: gymnax draws"
+NOT_RENDERED = {
+    "point": "Point does not implement `render`",
+    "gymnax-cartpole": GYMNAX_ERROR,
+    "gymnax-catch": GYMNAX_ERROR,
+}
+RENDERED = [name for name in helpers.ENVS if name not in NOT_RENDERED]
+
+
+def _render_run(env, key):
+    """The pictures of a reset state and of the states after `NUM_STEPS` random actions."""
+    reset_key, key = jax.random.split(key)
+    state, _ = env.reset(reset_key)
+
+    def step(state, key):
+        action_key, step_key = jax.random.split(key)
+        state, _ = env.step(state, env.action_space.sample(action_key), step_key)
+        return state, env.render(state)
+
+    _, frames = jax.lax.scan(step, state, jax.random.split(key, NUM_STEPS))
+    return jnp.concatenate([env.render(state)[None], frames])
+
+
+RENDER_RUN = helpers.Compiled(_render_run)
+RENDER_RUN_BATCH = helpers.Compiled(helpers.vmap_over_last(_render_run, 1))
+
+
+@pytest.mark.parametrize("name", RENDERED)
+def test_render_gives_fixed_shape_uint8_pictures_under_scan_and_vmap(name):
+    env = helpers.ENVS[name]()
+    keys = jax.random.split(jax.random.key(0), 2)
+    frames = helpers.check_vmap_equals_loop(RENDER_RUN, RENDER_RUN_BATCH, (env,), (keys,))
+    assert frames.dtype == np.uint8
+    assert frames.shape[:2] == (2, NUM_STEPS + 1) and frames.ndim == 5 and frames.shape[-1] == 3
+
+
+@pytest.mark.parametrize("name", NOT_RENDERED)
+def test_render_of_an_environment_without_pictures_says_so(name):
+    env = helpers.ENVS[name]()
+    state, _ = env.reset(jax.random.key(0))
+    with pytest.raises(NotImplementedError, match=NOT_RENDERED[name]):
+        env.render(state)
+
+
+# --------------------------------------------------------------------------------------
+# The built-in environments' pictures.
+# --------------------------------------------------------------------------------------
+
+
+def _catch_state(ball_row, ball_column, paddle_column):
+    return pr.envs.CatchState(*(jnp.asarray(x, jnp.int32) for x in (ball_row, ball_column, paddle_column)))
+
+
+def _cartpole_state(x, theta):
+    return pr.envs.CartPoleState(*(jnp.asarray(v, jnp.float32) for v in (x, 0.0, theta, 0.0)))
+
+
+def _pendulum_state(theta):
+    return pr.envs.PendulumState(jnp.asarray(theta, jnp.float32), jnp.zeros((), jnp.float32))
+
+
+def _deep_sea_state(row, column):
+    return pr.envs.DeepSeaState(jnp.asarray(row, jnp.int32), jnp.asarray(column, jnp.int32))
+
+
+# Each built-in environment, the shape of its pictures and two states drawn differently.
+BUILT_IN = {
+    "catch": (pr.envs.Catch(), (160, 80, 3), _catch_state(0, 1, 2), _catch_state(3, 1, 2)),
+    "cartpole": (pr.envs.CartPole(), (160, 240, 3), _cartpole_state(0.0, 0.0), _cartpole_state(0.0, 0.2)),
+    "pendulum": (pr.envs.Pendulum(), (160, 160, 3), _pendulum_state(0.0), _pendulum_state(1.0)),
+    "deep-sea": (pr.envs.DeepSea(size=4), (64, 64, 3), _deep_sea_state(0, 0), _deep_sea_state(1, 1)),
+}
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_built_in_pictures_have_a_fixed_shape_and_follow_the_state(name):
+    env, shape, state, other_state = BUILT_IN[name]
+    frame = helpers.check_jit_equals_eager(RENDER, env, state)
+    other_frame = RENDER(env, other_state)
+    assert frame.dtype == other_frame.dtype == np.uint8
+    assert frame.shape == other_frame.shape == shape
+    assert not np.array_equal(frame, other_frame)
+
+
+BALL, PADDLE, CAUGHT = (230, 80, 60), (240, 240, 240), (80, 200, 120)
+
+
+def test_catch_draws_the_ball_and_the_paddle_in_their_cells():
+    env = pr.envs.Catch(rows=5, columns=3, pixels_per_cell=4)
+    frame = RENDER(env, _catch_state(1, 2, 0))
+    assert frame.shape == (20, 12, 3)
+    ball, paddle = np.zeros((20, 12), bool), np.zeros((20, 12), bool)
+    ball[4:8, 8:12] = True
+    paddle[16:20, 0:4] = True
+    np.testing.assert_array_equal(_pixels(frame, BALL), ball)
+    np.testing.assert_array_equal(_pixels(frame, PADDLE), paddle)
+    caught = RENDER(env, _catch_state(4, 1, 1))
+    assert _pixels(caught, CAUGHT)[16:20, 4:8].all() and _pixels(caught, CAUGHT).sum() == 16
+    assert not (_pixels(caught, BALL) | _pixels(caught, PADDLE)).any()
+
+
+POLE = (202, 152, 101)
+
+
+def test_cartpole_draws_the_pole_at_its_angle_on_the_cart():
+    env = pr.envs.CartPole()
+    middle = 240 / 2
+    _, column = _centre(_pixels(RENDER(env, _cartpole_state(0.0, 0.0)), POLE))
+    assert abs(column - middle) < 1
+    # A positive angle leans the pole right (as in Gymnasium), a negative one left.
+    assert _centre(_pixels(RENDER(env, _cartpole_state(0.0, 0.2)), POLE))[1] > middle + 3
+    assert _centre(_pixels(RENDER(env, _cartpole_state(0.0, -0.2)), POLE))[1] < middle - 3
+    # The cart carries the pole along the track: 1 m is 240 / 5.8 pixels.
+    _, column = _centre(_pixels(RENDER(env, _cartpole_state(1.0, 0.0)), POLE))
+    assert abs(column - middle - 240 / 5.8) < 1
+
+
+ROD = (204, 77, 77)
+
+
+def test_pendulum_draws_the_rod_up_at_zero_and_turning_anticlockwise():
+    env = pr.envs.Pendulum()
+    row, column = _centre(_pixels(RENDER(env, _pendulum_state(0.0)), ROD))
+    assert row < 80 - 10 and abs(column - 80) < 1
+    row, column = _centre(_pixels(RENDER(env, _pendulum_state(np.pi / 2)), ROD))
+    assert abs(row - 80) < 1 and column < 80 - 10
+
+
+AGENT = (250, 200, 40)
+
+
+def test_deep_sea_draws_the_agent_in_its_cell():
+    env = pr.envs.DeepSea(size=4, pixels_per_cell=8)
+    agent = _pixels(RENDER(env, _deep_sea_state(2, 1)), AGENT)
+    expected = np.zeros((32, 32), bool)
+    expected[17:23, 9:15] = True  # the cell without its one-pixel border
+    np.testing.assert_array_equal(agent, expected)
+    assert not _pixels(RENDER(env, _deep_sea_state(4, 1)), AGENT).any()  # after the last step
+
+
+def test_wrappers_draw_the_wrapped_state():
+    catch = pr.envs.Catch(rows=5, columns=3)
+    env = pr.envs.AutoReset(pr.envs.TimeLimit(pr.envs.PreviousActionReward(catch), max_episode_steps=3))
+    state, _ = env.reset(jax.random.key(0))
+    state, _ = env.step(state, jnp.asarray(0, jnp.int32), jax.random.key(1))
+    np.testing.assert_array_equal(RENDER(env, state), RENDER(catch, state.env_state.env_state))
+
+
+# --------------------------------------------------------------------------------------
+# Videos.
+# --------------------------------------------------------------------------------------
+
+
+CATCH = pr.envs.Catch(rows=helpers.CATCH_ROWS, columns=helpers.CATCH_COLUMNS, pixels_per_cell=4)
+CATCH_NETWORK = helpers.q_network(jax.random.key(0))
+
+
+@pytest.mark.parametrize("max_steps", [10, 2])
+def test_record_episode_draws_each_state_of_the_episode(max_steps):
+    frames = video.record_episode(
+        CATCH, CATCH_NETWORK, pr.policies.Greedy(), key=jax.random.key(1), max_steps=max_steps
+    )
+    # An episode of Catch is `rows - 1` steps; a smaller budget cuts it.
+    num_frames = min(max_steps, helpers.CATCH_ROWS - 1) + 1
+    assert frames.dtype == np.uint8 and frames.shape == (
+        num_frames,
+        4 * helpers.CATCH_ROWS,
+        4 * helpers.CATCH_COLUMNS,
+        3,
+    )
+    for t, frame in enumerate(np.asarray(frames)):
+        ball_rows, _ = np.nonzero(_pixels(frame, BALL) | _pixels(frame, CAUGHT))
+        np.testing.assert_array_equal(ball_rows // 4, t)  # the ball falls a row a step
+
+
+def test_record_episode_checks_that_the_agent_fits():
+    network = helpers.q_network(jax.random.key(0), num_actions=2)
+    with pytest.raises(ValueError, match="num_actions=3"):
+        video.record_episode(CATCH, network, pr.policies.Greedy(), key=jax.random.key(0))
+
+
+def _catch_frames():
+    return video.record_episode(CATCH, CATCH_NETWORK, pr.policies.Greedy(), key=jax.random.key(1), max_steps=10)
+
+
+def test_write_video_gif_reads_back_frame_by_frame(tmp_path):
+    frames = np.asarray(_catch_frames())
+    video.write_video(frames, tmp_path / "catch.gif", fps=4)
+    np.testing.assert_array_equal(iio.imread(tmp_path / "catch.gif", index=None), frames)
+
+
+# Counting an MP4's frames runs ffmpeg: JAX warns at the fork once its threads run (the
+# exec leaves none of them behind). Decoding frames leaves ffmpeg's pipes open, which
+# warns too, so the test counts them.
+@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
+def test_write_video_mp4_has_every_frame(tmp_path):
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    frames = np.asarray(_catch_frames())
+    video.write_video(frames, tmp_path / "catch.mp4", fps=4)
+    num_frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(tmp_path / "catch.mp4"))
+    assert num_frames == len(frames) and seconds == pytest.approx(len(frames) / 4)
+
+
+def test_write_video_refuses_other_formats_and_frames(tmp_path):
+    frames = np.asarray(_catch_frames())
+    with pytest.raises(ValueError, match=r"\.gif or \.mp4"):
+        video.write_video(frames, tmp_path / "catch.avi")
+    with pytest.raises(ValueError, match="uint8 frames"):
+        video.write_video(frames.astype(np.float32), tmp_path / "catch.gif")
+
+
+def test_write_video_without_imageio_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "imageio.v3", None)
+    with pytest.raises(ImportError, match=r'pip install "podrace\[video\]"'):
+        video.write_video(np.zeros((2, 4, 4, 3), np.uint8), tmp_path / "blank.gif")
+
+
+CARTPOLE_NETWORK = helpers.q_network(jax.random.key(0), observation_shape=(4,), num_actions=2)
+
+
+def test_record_gymnasium_episode_collects_rgb_array_frames():
+    pytest.importorskip("pygame")  # Gymnasium draws its classic-control environments with it
+    frames = video.record_gymnasium_episode(
+        "CartPole-v1", CARTPOLE_NETWORK, pr.policies.Greedy(), key=jax.random.key(0), max_steps=5, seed=0
+    )
+    # CartPole lasts longer than 5 steps, so the budget cuts the episode.
+    assert frames.dtype == np.uint8 and frames.shape == (6, 400, 600, 3)
+    assert not np.array_equal(frames[0], frames[-1])
+
+
+def test_record_gymnasium_episode_needs_rgb_array_frames():
+    with gymnasium.make("CartPole-v1") as env, pytest.raises(ValueError, match="render_mode='rgb_array'"):
+        video.record_gymnasium_episode(env, CARTPOLE_NETWORK, pr.policies.Greedy(), key=jax.random.key(0))
