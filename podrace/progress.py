@@ -136,6 +136,10 @@ def train_with_progress(
 def plot_learning_curve(log: TrainingLog, path: str | pathlib.Path, *, title: str = "") -> pathlib.Path:
     """Saves the mean episode return against environment steps as an image.
 
+    For a population (returns of shape `[calls, members]`) it draws the mean over the
+    members and shades one standard deviation either side, and the lowest and highest
+    member in a lighter shade. Calls in which no episode ended are left out.
+
     Needs matplotlib (`pip install "podrace[plot]"`).
 
     **Arguments:**
@@ -156,8 +160,19 @@ def plot_learning_curve(log: TrainingLog, path: str | pathlib.Path, *, title: st
     except ImportError as error:
         raise ImportError('Plotting needs matplotlib: pip install "podrace[plot]"') from error
     path = pathlib.Path(path)
+    returns = log.mean_episode_return.reshape(len(log.frames), -1)
+    ended = np.any(np.isfinite(returns), axis=1)
+    frames, returns = log.frames[ended], returns[ended]
     figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot(log.frames, log.mean_episode_return)
+    if returns.shape[1] > 1:
+        mean, std = np.nanmean(returns, axis=1), np.nanstd(returns, axis=1)
+        low, high = np.nanmin(returns, axis=1), np.nanmax(returns, axis=1)
+        axes.fill_between(frames, low, high, color="C0", alpha=0.15, lw=0, label="lowest to highest")
+        axes.fill_between(frames, mean - std, mean + std, color="C0", alpha=0.3, lw=0, label="± one std")
+        axes.plot(frames, mean, color="C0", label=f"mean of {returns.shape[1]} members")
+        axes.legend(loc="lower right")
+    else:
+        axes.plot(frames, returns[:, 0])
     axes.set_xlabel("environment steps")
     axes.set_ylabel("mean episode return")
     axes.set_title(title)

@@ -2,6 +2,7 @@
 the sinks read back (JSON lines, CSV, TensorBoard event files, a stand-in for wandb)."""
 
 import csv
+import dataclasses
 import io
 import json
 import struct
@@ -25,7 +26,7 @@ from podrace.loggers import (
     make_sinks,
     summarize,
 )
-from podrace.progress import train_with_progress
+from podrace.progress import TrainingLog, plot_learning_curve, train_with_progress
 
 from . import helpers
 
@@ -310,3 +311,13 @@ def test_make_sinks_by_name(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(ImportError, match="podrace\\[wandb\\]"):
         make_sinks("csv,wandb", tmp_path / "failed")
+
+
+def test_the_learning_curve_of_a_population_draws_its_spread(tmp_path):
+    import matplotlib.image
+
+    returns = np.asarray([[np.nan, np.nan, np.nan], [0.1, np.nan, 0.3], [0.5, 0.6, 0.9]])
+    log = TrainingLog(np.asarray([10, 20, 30]), returns, compile_seconds=1.0, frames_per_second=10.0)
+    for name, curve in (("population", log), ("member", dataclasses.replace(log, mean_episode_return=returns[:, 0]))):
+        image = matplotlib.image.imread(plot_learning_curve(curve, tmp_path / f"{name}.png", title=name))
+        assert image.shape[:2] == (480, 720)
