@@ -1,32 +1,49 @@
 """The podrace console command.
 
-`podrace train catch` runs the Podracer paper's Anakin experiment: TD(lambda)
-Q-learning with a greedy policy on Catch, 128 environments per device, rollouts of 16
-steps, Adam at 1e-4, lambda 0.99.
+`podrace train ENV [ALGO]` trains an agent on a built-in environment, any gymnax id
+(`gymnax:ID`) or a Gymnasium id (`gymnasium:ID`, through the host collector), with
+any of the algorithms: TD(lambda) Q-learning, Q-learning, DQN, REINFORCE, A2C, PPO
+and V-trace, feed-forward or recurrent (`--core gru|lstm`). `podrace train catch`
+runs the Podracer paper's Anakin experiment. `podrace evaluate CHECKPOINT_DIR` plays
+the trained agent of a checkpoint and can write a video of it.
 """
 
 import argparse
+import contextlib
+import dataclasses
 import math
 import pathlib
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import jax
-import optax
+import numpy as np
 
-from . import distributed
-from .envs import Catch
-from .executors.anakin import Anakin
-from .learners import Learner
-from .losses import TDLambdaQLoss
-from .networks import FeedForwardNetwork, MLPTorso, QValueHead
-from .policies import Greedy
+from . import __version__, _cli_tasks as tasks, distributed
+from .checkpoint import Checkpointer
+from .executors.evaluation import evaluate
+from .executors.population import Population, evaluate_population
+from .loggers import SINK_NAMES, make_sinks
 from .progress import plot_learning_curve, train_with_progress
+
+
+# --------------------------------------------------------------------------------------
+# Flag types: each rejects a bad value with a usage error that names the flag.
+# --------------------------------------------------------------------------------------
 
 
 def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
     return value
 
 
@@ -37,11 +54,216 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative finite number, got {text}")
     return value
+
+
+def _unit_interval(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text}")
+    return value
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(size) for size in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers, got {text!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers, got {text!r}")
+    return sizes
+
+
+def _gradient_clip(text: str) -> float | None:
+    return None if text == "none" else _positive_float(text)
+
+
+def _core(text: str) -> str | None:
+    if text == "none":
+        return None
+    if text not in tasks.CORES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(tasks.CORES)} or none, got {text!r}")
+    return text
+
+
+def _activation(text: str) -> str:
+    if text not in tasks.ACTIVATIONS:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(tasks.ACTIVATIONS)}, got {text!r}")
+    return text
+
+
+def _sink_names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SINK_NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown sinks {unknown}; choose from {', '.join(SINK_NAMES)}")
+    return names
+
+
+# The flags of `podrace train` that set a field of `tasks.Settings`: (flag, type, help),
+# the type `None` for a boolean --flag / --no-flag.
+# Each defaults to the task's value (see `podrace train ENV ALGO --show-settings`).
+_SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = {
+    "run": [
+        ("seed", int, "seed of the networks and the run (the first seed, with --seeds)"),
+        ("seeds", _positive_int, "train this many seeds side by side as one population"),
+        ("num-updates", _positive_int, "total learner updates (rounded up to whole calls)"),
+        ("updates-per-call", _positive_int, "updates compiled into one call"),
+        ("num-envs", _positive_int, "environments per device (in all, for gymnasium:ID)"),
+        ("rollout-length", _positive_int, "environment steps per update"),
+    ],
+    "network": [
+        ("hidden", _sizes, "sizes of the MLP torso's layers, e.g. 64,64"),
+        ("activation", _activation, f"the torso's activation: {', '.join(tasks.ACTIVATIONS)}"),
+        ("core", _core, "a recurrent core between torso and head: gru, lstm or none"),
+        ("core-size", _positive_int, "the recurrent core's hidden size"),
+        ("separate-critic", None, "a separate torso for the value (policy-gradient algorithms)"),
+    ],
+    "optimiser (Adam)": [
+        ("learning-rate", _positive_float, "Adam's step size"),
+        ("anneal-learning-rate", None, "decay the step size linearly to 0 over the run"),
+        ("max-grad-norm", _gradient_clip, "clip the gradients' global norm to this ('none': no clipping)"),
+    ],
+    "loss": [
+        ("discount", _unit_interval, "the agent's discount, in [0, 1]"),
+        ("lambda", _unit_interval, "the TD(lambda) / GAE / V-trace trace coefficient, in [0, 1]"),
+        ("value-coefficient", _non_negative_float, "weight of the value loss (policy-gradient algorithms)"),
+        ("entropy-coefficient", _non_negative_float, "weight of the entropy bonus (policy-gradient algorithms)"),
+        ("normalize-advantages", None, "normalise PPO's advantages per minibatch"),
+        ("baseline", None, "REINFORCE with a learnt value baseline"),
+        ("num-epochs", _positive_int, "PPO: passes over each rollout"),
+        ("num-minibatches", _positive_int, "PPO: minibatches per pass (must divide the environments)"),
+        ("epsilon", _unit_interval, "exploration: td-lambda and q-learning act epsilon-greedily; DQN's final epsilon"),
+        ("double", None, "double Q-learning targets (q-learning, dqn)"),
+    ],
+    "DQN": [
+        ("epsilon-decay-steps", _positive_int, "environment steps over which epsilon falls from 1"),
+        ("buffer-size", _positive_int, "replay capacity, in transitions"),
+        ("batch-size", _positive_int, "transitions per gradient step"),
+        ("min-replay-size", _positive_int, "transitions stored before learning starts"),
+        ("target-update-period", _positive_int, "updates between copies of the target network"),
+    ],
+}
+
+
+def _field(flag: str) -> str:
+    return "lambda_" if flag == "lambda" else flag.replace("-", "_")
+
+
+def _add_train_parser(commands: Any) -> None:
+    train = commands.add_parser(
+        "train",
+        help="train an agent",
+        description="Trains an agent; the flags left out take the task's defaults.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_tuned_tasks_help(),
+    )
+    train.add_argument("env", metavar="ENV", help=tasks.env_names_help())
+    train.add_argument(
+        "algo",
+        metavar="ALGO",
+        nargs="?",
+        choices=tasks.ALGORITHMS,
+        help=f"one of {', '.join(tasks.ALGORITHMS)} (by default the environment's: "
+        + ", ".join(f"{env} {algo}" for env, algo in tasks.DEFAULT_ALGORITHMS.items())
+        + ")",
+    )
+    for group_name, flags in _SETTING_FLAGS.items():
+        group = train.add_argument_group(group_name)
+        for flag, kind, help_text in flags:
+            if kind is None:
+                group.add_argument(
+                    f"--{flag}", dest=_field(flag), action=argparse.BooleanOptionalAction, help=help_text
+                )
+            else:
+                group.add_argument(f"--{flag}", dest=_field(flag), type=kind, help=help_text)
+    output = train.add_argument_group("output")
+    output.add_argument("--output", type=pathlib.Path, help="where to save the learning curve (ENV_learning_curve.png)")
+    output.add_argument("--log", type=_sink_names, default=[], help=f"metric sinks, from {', '.join(SINK_NAMES)}")
+    output.add_argument("--log-dir", type=pathlib.Path, default=pathlib.Path("logs"), help="where the sinks write")
+    output.add_argument("--checkpoint-dir", type=pathlib.Path, help="save checkpoints of the whole state here")
+    output.add_argument(
+        "--checkpoint-every", type=_positive_int, help="updates between checkpoints (a multiple of --updates-per-call)"
+    )
+    output.add_argument(
+        "--resume", action="store_true", help="go on from the latest checkpoint in --checkpoint-dir, as it was built"
+    )
+    output.add_argument("--show-settings", action="store_true", help="print the run's settings and exit")
+    launch = train.add_argument_group(
+        "multi-process launch (jax.distributed; every process runs the same command, process 0 prints)"
+    )
+    launch.add_argument("--coordinator-address", help="host:port of process 0, reachable from every process")
+    launch.add_argument("--num-processes", type=_positive_int, help="the number of processes")
+    launch.add_argument("--process-id", type=_non_negative_int, help="this process's index, from 0")
+    train.set_defaults(run=_train)
+
+
+def _tuned_tasks_help() -> str:
+    lines = ["defaults tested to solve the task (9 of the seeds 0-9 reach the return):"]
+    for (env, algo), _ in tasks.TUNED.items():
+        lines.append(f"  {env} {algo}: {tasks.THRESHOLDS[env]:g}")
+    lines.append("other pairs start from generic defaults.")
+    return "\n".join(lines)
+
+
+def _add_evaluate_parser(commands: Any) -> None:
+    evaluate_ = commands.add_parser("evaluate", help="play the trained agent of a checkpoint")
+    evaluate_.add_argument("checkpoint_dir", metavar="CHECKPOINT_DIR", type=pathlib.Path, help="a --checkpoint-dir")
+    evaluate_.add_argument("--step", type=_non_negative_int, help="which checkpoint (the latest by default)")
+    evaluate_.add_argument("--num-episodes", type=_positive_int, default=100, help="episodes to play")
+    evaluate_.add_argument("--seed", type=int, default=0, help="seed of the evaluation")
+    evaluate_.add_argument("--member", type=_non_negative_int, default=0, help="the population member of the video")
+    evaluate_.add_argument("--video", type=pathlib.Path, help="write one episode to this .gif or .mp4")
+    evaluate_.set_defaults(run=_evaluate)
+
+
+# --------------------------------------------------------------------------------------
+# Settings: the task's defaults, the flags given, and a resumed run's stored settings.
+# --------------------------------------------------------------------------------------
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings named on the command line."""
+    fields = {field.name for field in dataclasses.fields(tasks.Settings)} - {"env", "algo"}
+    return {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
+
+
+def _settings(args: argparse.Namespace) -> tuple[tasks.Settings, Checkpointer | None]:
+    """The run's settings and, with --checkpoint-dir, its checkpointer."""
+    if args.resume and args.checkpoint_dir is None:
+        raise ValueError("--resume needs --checkpoint-dir: the directory of the run to go on with.")
+    algo = args.algo or tasks.DEFAULT_ALGORITHMS.get(args.env, "ppo")
+    checkpointer = None if args.checkpoint_dir is None else Checkpointer(args.checkpoint_dir)
+    given = _given(args)
+    if not args.resume:
+        return dataclasses.replace(tasks.default_settings(args.env, algo), **given), checkpointer
+    assert checkpointer is not None
+    if checkpointer.latest_step is None:
+        raise ValueError(f"--resume: there is no checkpoint in {args.checkpoint_dir}.")
+    stored = tasks.Settings.from_json(checkpointer.config()["settings"])
+    changed = {name: value for name, value in given.items() if name != "num_updates" and getattr(stored, name) != value}
+    if (args.env, algo) != (stored.env, stored.algo) or changed:
+        raise ValueError(
+            f"--resume: the run in {args.checkpoint_dir} is {stored.env} {stored.algo}"
+            + "".join(f", --{name.rstrip('_').replace('_', '-')} {getattr(stored, name)}" for name in changed)
+            + "; resume it with the same ENV, ALGO and settings (--num-updates may grow)."
+        )
+    return dataclasses.replace(stored, **given), checkpointer
+
+
+def _print_settings(settings: tasks.Settings, say: Callable[..., None]) -> None:
+    tuned = (settings.env, settings.algo) in tasks.TUNED
+    say(f"{settings.env} {settings.algo} ({'tuned' if tuned else 'generic'} defaults):")
+    say("  " + ", ".join(f"{name}={value}" for name, value in tasks.used_settings(settings).items()))
+
+
+# --------------------------------------------------------------------------------------
+# train
+# --------------------------------------------------------------------------------------
 
 
 def _join_processes(args: argparse.Namespace) -> None:
@@ -54,76 +276,170 @@ def _join_processes(args: argparse.Namespace) -> None:
     distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
 
 
-def _train_catch(args: argparse.Namespace) -> int:
+def _make_host_run(settings: tasks.Settings) -> tuple[Any, jax.Array]:
+    """The host pipeline of a `gymnasium:ID` run and the key of its learner."""
+    import gymnasium
+
+    from .executors.host import GymnasiumCollector, HostPipeline, space_from_gymnasium
+
+    if settings.seeds != 1:
+        raise ValueError("--seeds trains a population of on-device pipelines; gymnasium:ID runs one seed.")
+    envs = gymnasium.make_vec(settings.env.removeprefix(tasks.GYMNASIUM_PREFIX), num_envs=settings.num_envs)
+    spaces = (space_from_gymnasium(envs.single_action_space), tuple(envs.single_observation_space.shape or ()))
+    network_key, run_key, collector_key = jax.random.split(jax.random.key(settings.seed), 3)
+    learner = tasks.make_learner(settings, spaces, network_key)
+    collector = GymnasiumCollector(
+        envs, learner, rollout_length=settings.rollout_length, key=collector_key, seed=settings.seed
+    )
+    return HostPipeline(learner, collector), run_key
+
+
+def _make_run(settings: tasks.Settings) -> tuple[Any, jax.Array]:
+    if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
+        return _make_host_run(settings)
+    return tasks.make_run(settings)
+
+
+def _train(args: argparse.Namespace) -> int:
     _join_processes(args)
-    # Every process runs the same program; process 0 alone prints and plots.
-    say = print if distributed.is_coordinator() else lambda *_: None
-    env = Catch()
-    network_key, head_key, run_key = jax.random.split(jax.random.key(args.seed), 3)
-    network = FeedForwardNetwork(
-        MLPTorso(env.observation_space.shape, (256,), key=network_key),
-        QValueHead(256, env.action_space.num_values, key=head_key),
-    )
-    learner = Learner(
-        network, Greedy(), TDLambdaQLoss(discount=args.discount, lambda_=args.lambda_), optax.adam(args.learning_rate)
-    )
-    pipeline = Anakin(env, learner, num_envs=args.num_envs, rollout_length=args.rollout_length)
-    say(
-        f"Catch on {pipeline.num_devices} {jax.default_backend()} device(s) in {jax.process_count()} process(es): "
-        f"{args.num_envs} envs per device, rollouts of {args.rollout_length}, {args.num_updates} updates "
-        f"({args.updates_per_call} per call)."
-    )
-    _, log = train_with_progress(
-        pipeline,
-        pipeline.init(run_key),
-        num_updates=args.num_updates,
-        updates_per_call=args.updates_per_call,
-        show=distributed.is_coordinator(),
-    )
-    final_return = float(log.mean_episode_return[-1])
-    say(f"compile: {log.compile_seconds:.2f} s")
-    say(f"frames per second: {log.frames_per_second:.3g}")
-    say(f"mean episode reward (last {args.updates_per_call} updates): {final_return:.3f}")
-    if distributed.is_coordinator():
-        path = plot_learning_curve(log, args.output, title="TD(lambda) Q-learning on Catch")
-        say(f"learning curve: {path}")
+    # Every process runs the same program; process 0 alone prints, plots and logs.
+    coordinator = distributed.is_coordinator()
+    say = print if coordinator else lambda *_: None
+    settings, checkpointer = _settings(args)
+    with contextlib.ExitStack() as stack:
+        if checkpointer is not None:
+            stack.enter_context(checkpointer)
+        _print_settings(settings, say)
+        if args.show_settings:
+            return 0
+        pipeline, key = _make_run(settings)
+        state = pipeline.init(key)
+        start = 0
+        if args.resume:
+            assert checkpointer is not None
+            start = checkpointer.latest_step or 0
+            state = checkpointer.restore(state)
+            say(f"resumed from update {start} in {checkpointer.directory}")
+        remaining = settings.num_updates - start
+        if remaining <= 0:
+            say(f"nothing to do: the run has done {start} of its {settings.num_updates} updates.")
+            return 0
+        devices = getattr(pipeline, "num_devices", jax.device_count())
+        members = f", {settings.seeds} seeds side by side" if settings.seeds > 1 else ""
+        say(
+            f"{settings.env} {settings.algo} on {devices} {jax.default_backend()} device(s) in "
+            f"{jax.process_count()} process(es): {settings.num_envs} envs per device, rollouts of "
+            f"{settings.rollout_length}, {remaining} updates ({settings.updates_per_call} per call){members}."
+        )
+        resume_from = start if args.resume else None
+        sinks = make_sinks(args.log, args.log_dir, resume_from=resume_from) if args.log and coordinator else []
+        for sink in sinks:
+            stack.enter_context(sink)
+        state, log = train_with_progress(
+            pipeline,
+            state,
+            num_updates=remaining,
+            updates_per_call=settings.updates_per_call,
+            show=coordinator,
+            sinks=sinks,
+            checkpointer=checkpointer,
+            checkpoint_every=args.checkpoint_every,
+            config={"settings": settings.to_json(), "podrace": __version__},
+            start_update=start,
+        )
+        last = log.mean_episode_return[-1][np.isfinite(log.mean_episode_return[-1])]
+        say(f"compile: {log.compile_seconds:.2f} s")
+        say(f"frames per second: {log.frames_per_second:.3g}")
+        final_return = f"{last.mean():.3f}" if last.size else "none (no episode ended)"
+        say(f"mean episode reward (last {settings.updates_per_call} updates): {final_return}")
+        if isinstance(pipeline, Population):
+            returns = ", ".join(f"{value:.3g}" for value in log.mean_episode_return[-1])
+            say(f"by seed ({settings.seed} to {settings.seed + settings.seeds - 1}): {returns}")
+        if coordinator:
+            output = args.output or pathlib.Path(f"{_slug(settings.env)}_learning_curve.png")
+            path = plot_learning_curve(log, output, title=f"{settings.algo} on {settings.env}")
+            say(f"learning curve: {path}")
+        if checkpointer is not None:
+            checkpointer.wait()
+            say(f"checkpoint: {checkpointer.directory} (update {checkpointer.latest_step})")
     return 0
+
+
+def _slug(env: str) -> str:
+    return env.replace(":", "_").replace("/", "_")
+
+
+# --------------------------------------------------------------------------------------
+# evaluate
+# --------------------------------------------------------------------------------------
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    with Checkpointer(args.checkpoint_dir) as checkpointer:
+        step = checkpointer.latest_step if args.step is None else args.step
+        if step is None:
+            raise ValueError(f"There is no checkpoint in {args.checkpoint_dir}.")
+        settings = tasks.Settings.from_json(checkpointer.config(step=step)["settings"])
+        pipeline, key = _make_run(settings)
+        state = checkpointer.restore(pipeline.init(key), step=step)
+    print(f"{settings.env} {settings.algo}, checkpoint {step} of {args.checkpoint_dir}")
+    policy = tasks.evaluation_policy(settings)
+    eval_key, video_key = jax.random.split(jax.random.key(args.seed))
+    if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
+        network = pipeline.learner.network_at(state)
+        result = evaluate(pipeline.collector.envs, network, policy, num_episodes=args.num_episodes, key=eval_key)
+        returns = np.asarray(result.returns)[None]
+    elif isinstance(pipeline, Population):
+        if args.member >= pipeline.size:
+            raise ValueError(f"--member {args.member}: the population has {pipeline.size} members.")
+        env = tasks.make_env(settings.env)
+        result = evaluate_population(
+            env, pipeline.networks(state), policy, num_episodes=args.num_episodes, key=eval_key
+        )
+        returns = np.asarray(result.returns)
+        member_state = jax.tree.map(lambda x: x[args.member], state.learner)
+        network = pipeline.member(args.member).learner.network_at(member_state)
+    else:
+        network = pipeline.learner.network_at(state.learner)
+        result = evaluate(tasks.make_env(settings.env), network, policy, num_episodes=args.num_episodes, key=eval_key)
+        returns = np.asarray(result.returns)[None]
+    for member, member_returns in enumerate(returns):
+        label = f"seed {settings.seed + member}: " if len(returns) > 1 else ""
+        print(
+            f"{label}mean return {member_returns.mean():.3f} +- {member_returns.std():.3f} over "
+            f"{args.num_episodes} episodes ({type(policy).__name__} policy)"
+        )
+    if args.video is not None:
+        _write_video(settings, network, policy, video_key, args.video)
+        print(f"video: {args.video}")
+    return 0
+
+
+def _write_video(settings: tasks.Settings, network: Any, policy: Any, key: jax.Array, path: pathlib.Path) -> None:
+    from . import video
+
+    if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
+        frames = video.record_gymnasium_episode(
+            settings.env.removeprefix(tasks.GYMNASIUM_PREFIX), network, policy, key=key, seed=settings.seed
+        )
+    else:
+        frames = video.record_episode(tasks.make_env(settings.env), network, policy, key=key)
+    video.write_video(frames, path)
+
+
+# --------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `podrace` command."""
     parser = argparse.ArgumentParser(prog="podrace", description=(__doc__ or "").splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train an agent")
-    experiments = train.add_subparsers(dest="experiment", required=True)
-    catch = experiments.add_parser("catch", help="the Anakin TD(lambda) agent on Catch")
-    catch.add_argument("--seed", type=int, default=0, help="PRNG seed of the network and the run")
-    catch.add_argument("--num-updates", type=_positive_int, default=3000, help="total learner updates")
-    catch.add_argument("--updates-per-call", type=_positive_int, default=100, help="updates compiled into one call")
-    catch.add_argument("--num-envs", type=_positive_int, default=128, help="environments per device")
-    catch.add_argument("--rollout-length", type=_positive_int, default=16, help="environment steps per update")
-    catch.add_argument("--learning-rate", type=_positive_float, default=1e-4, help="Adam step size")
-    catch.add_argument("--discount", type=float, default=1.0, help="agent discount in [0, 1]")
-    catch.add_argument(
-        "--lambda", dest="lambda_", type=float, default=0.99, help="TD(lambda) trace coefficient in [0, 1]"
-    )
-    catch.add_argument(
-        "--output",
-        type=pathlib.Path,
-        default=pathlib.Path("catch_learning_curve.png"),
-        help="where to save the learning curve",
-    )
-    launch = catch.add_argument_group(
-        "multi-process launch (jax.distributed; every process runs the same command, process 0 prints)"
-    )
-    launch.add_argument("--coordinator-address", help="host:port of process 0, reachable from every process")
-    launch.add_argument("--num-processes", type=_positive_int, help="the number of processes")
-    launch.add_argument("--process-id", type=_non_negative_int, help="this process's index, from 0")
-    catch.set_defaults(run=_train_catch)
+    _add_train_parser(commands)
+    _add_evaluate_parser(commands)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, ImportError, ConnectionError) as error:
+    except (ValueError, ImportError, ConnectionError, FileNotFoundError) as error:
         print(f"podrace: {error}", file=sys.stderr)
         return 2
 

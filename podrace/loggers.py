@@ -127,11 +127,15 @@ class JsonLinesSink(AbstractSink):
 
     **Arguments:**
 
-    - `path`: the file to write (replaced if it exists; its folder is created).
+    - `path`: the file to write (its folder is created).
+    - `resume_from`: the step a resumed run goes on from: the rows of an existing file
+        up to that step are kept and later ones dropped. `None` replaces the file.
     """
 
-    def __init__(self, path: str | pathlib.Path):
+    def __init__(self, path: str | pathlib.Path, *, resume_from: int | None = None):
+        kept = _kept_rows([json.loads(line) for line in _lines(path, resume_from)], resume_from)
         self._file = _open(path)
+        self._file.writelines(json.dumps(row) + "\n" for row in kept)
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         row = {"step": step} | {name: float(value) for name, value in metrics.items()}
@@ -152,13 +156,21 @@ class CSVSink(AbstractSink):
 
     **Arguments:**
 
-    - `path`: the file to write (replaced if it exists; its folder is created).
+    - `path`: the file to write (its folder is created).
+    - `resume_from`: the step a resumed run goes on from: the rows of an existing file
+        up to that step are kept and later ones dropped. `None` replaces the file.
     """
 
-    def __init__(self, path: str | pathlib.Path):
+    def __init__(self, path: str | pathlib.Path, *, resume_from: int | None = None):
+        reader = csv.DictReader(_lines(path, resume_from))
+        rows = [{name: _number(name, value) for name, value in row.items() if value != ""} for row in reader]
+        self._rows: list[dict[str, float]] = _kept_rows(rows, resume_from)
+        self._columns: list[str] = list(reader.fieldnames or [])
         self._file = _open(path)
-        self._columns: list[str] = []
-        self._rows: list[dict[str, float]] = []
+        if self._columns:
+            writer = csv.DictWriter(self._file, self._columns)
+            writer.writeheader()
+            writer.writerows(self._rows)
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         row = {"step": step} | {name: float(value) for name, value in metrics.items()}
@@ -179,6 +191,21 @@ class CSVSink(AbstractSink):
         self._file.close()
 
 
+def _lines(path: str | pathlib.Path, resume_from: int | None) -> list[str]:
+    """The lines of the file a resumed run writes on (none when starting afresh)."""
+    path = pathlib.Path(path)
+    return path.read_text().splitlines() if resume_from is not None and path.exists() else []
+
+
+def _number(name: str, text: str) -> int | float:
+    return int(text) if name == "step" else float(text)
+
+
+def _kept_rows(rows: list[dict[str, Any]], resume_from: int | None) -> list[dict[str, Any]]:
+    """The rows up to the step a resumed run goes on from."""
+    return [row for row in rows if resume_from is not None and row["step"] <= resume_from]
+
+
 def _open(path: str | pathlib.Path) -> io.TextIOWrapper:
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -195,14 +222,17 @@ class TensorBoardSink(AbstractSink):
     **Arguments:**
 
     - `logdir`: the folder of the event file (created if missing).
+    - `resume_from`: the step a resumed run goes on from: TensorBoard hides the
+        events written after it by the interrupted run.
     """
 
-    def __init__(self, logdir: str | pathlib.Path):
+    def __init__(self, logdir: str | pathlib.Path, *, resume_from: int | None = None):
         try:
             from tensorboardX import SummaryWriter
         except ImportError as error:
             raise ImportError('TensorBoard logging needs tensorboardX: pip install "podrace[tensorboard]"') from error
-        self._writer = SummaryWriter(str(logdir))
+        purge_step = None if resume_from is None else resume_from + 1
+        self._writer = SummaryWriter(str(logdir), purge_step=purge_step)
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         for name, value in metrics.items():
@@ -243,19 +273,21 @@ class WandbSink(AbstractSink):
         self._run.finish()
 
 
-_MAKERS: dict[str, Callable[[pathlib.Path], AbstractSink]] = {
-    "console": lambda directory: ConsoleSink(),
-    "csv": lambda directory: CSVSink(directory / "metrics.csv"),
-    "jsonl": lambda directory: JsonLinesSink(directory / "metrics.jsonl"),
-    "tensorboard": lambda directory: TensorBoardSink(directory),
-    "wandb": lambda directory: WandbSink(dir=str(directory)),
+_MAKERS: dict[str, Callable[[pathlib.Path, int | None], AbstractSink]] = {
+    "console": lambda directory, resume_from: ConsoleSink(),
+    "csv": lambda directory, resume_from: CSVSink(directory / "metrics.csv", resume_from=resume_from),
+    "jsonl": lambda directory, resume_from: JsonLinesSink(directory / "metrics.jsonl", resume_from=resume_from),
+    "tensorboard": lambda directory, resume_from: TensorBoardSink(directory, resume_from=resume_from),
+    "wandb": lambda directory, resume_from: WandbSink(dir=str(directory)),
 }
 
 SINK_NAMES = tuple(_MAKERS)
 """The names that [`podrace.loggers.make_sinks`][] knows: `console`, `csv`, `jsonl`, `tensorboard`, `wandb`."""
 
 
-def make_sinks(names: str | Sequence[str], directory: str | pathlib.Path) -> list[AbstractSink]:
+def make_sinks(
+    names: str | Sequence[str], directory: str | pathlib.Path, *, resume_from: int | None = None
+) -> list[AbstractSink]:
     """Builds sinks by name, as a command-line flag such as `--log csv,tensorboard` gives them.
 
     `console` is a [`podrace.loggers.ConsoleSink`][], `csv` writes
@@ -268,6 +300,8 @@ def make_sinks(names: str | Sequence[str], directory: str | pathlib.Path) -> lis
     - `names`: names from [`podrace.loggers.SINK_NAMES`][], comma-separated or as a
         sequence.
     - `directory`: the folder of the files (created if missing).
+    - `resume_from`: the step a resumed run goes on from; the file sinks keep what an
+        earlier run wrote up to it (see [`podrace.loggers.CSVSink`][]).
 
     **Returns:**
 
@@ -281,6 +315,6 @@ def make_sinks(names: str | Sequence[str], directory: str | pathlib.Path) -> lis
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as opened:  # closes the sinks made so far if one fails
-        sinks = [opened.enter_context(_MAKERS[name](directory)) for name in names]
+        sinks = [opened.enter_context(_MAKERS[name](directory, resume_from)) for name in names]
         opened.pop_all()
     return sinks

@@ -11,7 +11,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .checkpoint import Checkpointer
-from .executors.anakin import Anakin, AnakinState
+from .executors.anakin import Anakin
+from .executors.host import HostPipeline
 from .executors.population import Population
 from .loggers import AbstractSink, summarize
 
@@ -40,8 +41,8 @@ class TrainingLog:
 
 
 def train_with_progress(
-    pipeline: Anakin | Population,
-    state: AnakinState,
+    pipeline: Anakin | Population | HostPipeline,
+    state: Any,
     *,
     num_updates: int,
     updates_per_call: int,
@@ -51,7 +52,7 @@ def train_with_progress(
     checkpoint_every: int | None = None,
     config: Mapping[str, Any] | None = None,
     start_update: int = 0,
-) -> tuple[AnakinState, TrainingLog]:
+) -> tuple[Any, TrainingLog]:
     """Trains in calls of `updates_per_call` updates, reporting after each call.
 
     After each call its metrics are copied to the host, reduced by
@@ -64,7 +65,8 @@ def train_with_progress(
 
     **Arguments:**
 
-    - `pipeline`: the [`podrace.Anakin`][] pipeline or [`podrace.Population`][].
+    - `pipeline`: the [`podrace.Anakin`][] pipeline, a [`podrace.Population`][] or a
+        [`podrace.executors.host.HostPipeline`][].
     - `state`: its state (from `pipeline.init`).
     - `num_updates`: total updates; rounded up to whole calls.
     - `updates_per_call`: updates compiled into one call.

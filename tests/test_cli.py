@@ -1,14 +1,24 @@
-"""The `podrace` command."""
+"""The `podrace` command: every environment with every algorithm, checkpoints, logs, evaluation."""
 
+import dataclasses
 import os
 import subprocess
 import sys
 
+import jax
 import pytest
 
-from podrace import cli
+from podrace import _cli_tasks as tasks, cli
+from podrace.checkpoint import Checkpointer
 
 from . import helpers
+
+
+# A run small enough to compile and train in seconds.
+TINY = [
+    *("--num-updates", "2", "--updates-per-call", "1", "--hidden", "8"),
+    *("--num-envs", "4", "--rollout-length", "4", "--num-minibatches", "2"),
+]
 
 
 def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_path, capsys):
@@ -17,13 +27,62 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     # The Podracer paper's configuration by default.
+    assert "catch td-lambda (tuned defaults)" in printed, printed
     assert "128 envs per device" in printed and "rollouts of 16" in printed, printed
+    assert "learning_rate=0.0001" in printed and "discount=1.0" in printed and "lambda_=0.99" in printed, printed
     for line in ("compile: ", "frames per second: ", "mean episode reward (last 100 updates): "):
         assert line in printed, printed
     reward = float(printed.split("mean episode reward (last 100 updates): ")[1].split()[0])
     assert -1.0 <= reward <= 1.0
     assert f"learning curve: {output}" in printed
     assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.parametrize("env", tasks.BUILT_IN_ENVS)
+@pytest.mark.parametrize("algo", tasks.ALGORITHMS)
+def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(env, algo):
+    settings = tasks.default_settings(env, algo)
+    continuous = env == "pendulum"
+    if continuous and algo in tasks.Q_VALUE_ALGORITHMS:
+        with pytest.raises(ValueError, match="learns Q-values of discrete actions"):
+            tasks.make_run(settings)
+    else:
+        pipeline, _ = tasks.make_run(settings)
+        assert pipeline.learner.network.output_type is not None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        *(["catch", algo] for algo in tasks.ALGORITHMS),
+        *([env] for env in tasks.BUILT_IN_ENVS if env != "catch"),  # each with its default algorithm
+        ["pendulum", "a2c"],
+        ["catch", "ppo", "--core", "lstm"],
+        ["catch", "td-lambda", "--core", "gru"],
+        ["cartpole", "reinforce", "--separate-critic"],
+        ["gymnax:MountainCar-v0", "vtrace"],
+        ["gymnasium:CartPole-v1", "a2c"],
+    ],
+    ids=" ".join,
+)
+def test_train_runs(command, tmp_path, capsys):
+    argv = ["train", *command, *TINY, "--output", str(tmp_path / "c.png")]
+    if command[0] == "deep-sea":  # DQN needs a replay of a few transitions first
+        argv += ["--min-replay-size", "8", "--batch-size", "4"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "mean episode reward (last 1 updates): " in printed, printed
+    assert (tmp_path / "c.png").exists()
+
+
+def test_a_continuous_env_refuses_q_learning_with_a_message(capsys):
+    assert cli.main(["train", "pendulum", "dqn", *TINY]) == 2
+    assert "dqn learns Q-values of discrete actions" in capsys.readouterr().err
+
+
+def test_an_unknown_env_is_reported(capsys):
+    assert cli.main(["train", "pong", *TINY]) == 2
+    assert "Unknown environment 'pong'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -37,6 +96,16 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
         ["--learning-rate", "-1e-3"],
         ["--learning-rate", "0"],
         ["--learning-rate", "inf"],
+        ["--discount", "nan"],
+        ["--lambda", "1.5"],
+        ["--epsilon", "-0.1"],
+        ["--entropy-coefficient", "nan"],
+        ["--hidden", "64,0"],
+        ["--core", "transformer"],
+        ["--activation", "gelu"],
+        ["--max-grad-norm", "-1"],
+        ["--log", "csv,stdout"],
+        ["--seeds", "0"],
     ],
 )
 def test_bad_flags_exit_with_a_usage_error(flag, capsys):
@@ -46,10 +115,10 @@ def test_bad_flags_exit_with_a_usage_error(flag, capsys):
     assert flag[0] in capsys.readouterr().err
 
 
-def test_a_hyperparameter_outside_its_range_is_reported(tmp_path, capsys):
-    argv = ["train", "catch", "--lambda", "1.5", "--num-updates", "1", "--output", str(tmp_path / "c.png")]
+def test_parts_that_do_not_fit_are_reported(tmp_path, capsys):
+    argv = ["train", "catch", "ppo", "--num-envs", "6", "--num-minibatches", "4", "--output", str(tmp_path / "c.png")]
     assert cli.main(argv) == 2
-    assert r"lambda_ must lie in [0, 1]" in capsys.readouterr().err
+    assert "num_minibatches" in capsys.readouterr().err
     assert not (tmp_path / "c.png").exists()
 
 
@@ -58,6 +127,81 @@ def test_a_command_is_required(capsys):
         cli.main([])
     assert error.value.code == 2
     assert "usage: podrace" in capsys.readouterr().err
+
+
+def test_show_settings_prints_the_tasks_defaults_and_the_flags_given(capsys):
+    assert cli.main(["train", "cartpole", "dqn", "--show-settings", "--learning-rate", "0.01"]) == 0
+    printed = capsys.readouterr().out
+    assert "cartpole dqn (tuned defaults)" in printed
+    assert "learning_rate=0.01," in printed and "buffer_size=10000" in printed and "num_updates=50000" in printed
+    assert cli.main(["train", "deep-sea", "ppo", "--show-settings"]) == 0
+    assert "deep-sea ppo (generic defaults)" in capsys.readouterr().out
+
+
+def _trained_state(settings: tasks.Settings, num_updates: int):
+    pipeline, key = tasks.make_run(settings)
+    return pipeline.train(pipeline.init(key), num_updates=num_updates).state
+
+
+def test_checkpoint_resume_and_evaluate(tmp_path, capsys):
+    """Trains 4 updates with checkpoints every 2 and logs, resumes to 6, and the state
+    equals 6 updates in one go; `evaluate` plays the agent and writes a video."""
+    run = ["train", "catch", "a2c", "--num-envs", "4", "--rollout-length", "5", "--hidden", "16"]
+    directory, logs = tmp_path / "run", tmp_path / "logs"
+    saving = ["--checkpoint-dir", str(directory), "--checkpoint-every", "2", "--updates-per-call", "2"]
+    output = ["--output", str(tmp_path / "c.png"), "--log", "csv,jsonl", "--log-dir", str(logs)]
+    assert cli.main([*run, "--num-updates", "4", *saving, *output]) == 0
+    assert cli.main([*run, "--num-updates", "6", *saving, *output, "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert f"resumed from update 4 in {directory}" in printed, printed
+    settings = dataclasses.replace(
+        tasks.default_settings("catch", "a2c"), num_envs=4, rollout_length=5, hidden=(16,), num_updates=6
+    )
+    settings = dataclasses.replace(settings, updates_per_call=2)
+    with Checkpointer(directory) as checkpointer:
+        assert checkpointer.all_steps() == [2, 4, 6]
+        assert tasks.Settings.from_json(checkpointer.config()["settings"]) == settings
+        pipeline, key = tasks.make_run(settings)
+        restored = checkpointer.restore(pipeline.init(key))
+    helpers.assert_trees_close(restored, _trained_state(settings, 6), rtol=0, atol=0)
+    assert (logs / "metrics.csv").read_text().count("\n") == 4  # a header and the 3 calls
+    video = tmp_path / "episode.gif"
+    assert cli.main(["evaluate", str(directory), "--num-episodes", "5", "--video", str(video)]) == 0
+    printed = capsys.readouterr().out
+    assert "catch a2c, checkpoint 6" in printed and "over 5 episodes (Mode policy)" in printed, printed
+    assert video.read_bytes().startswith(b"GIF8")
+
+
+def test_resume_refuses_other_settings(tmp_path, capsys):
+    directory = tmp_path / "run"
+    assert cli.main(["train", "catch", "a2c", *TINY, "--checkpoint-dir", str(directory)]) == 0
+    assert cli.main(["train", "catch", "a2c", *TINY, "--checkpoint-dir", str(directory), "--discount", "0.5"]) == 0
+    argv = ["train", "catch", "ppo", "--checkpoint-dir", str(directory), "--resume"]
+    assert cli.main(argv) == 2
+    assert "the run in" in capsys.readouterr().err
+    assert cli.main(["train", "catch", "a2c", "--checkpoint-dir", str(tmp_path / "none"), "--resume"]) == 2
+    assert "there is no checkpoint" in capsys.readouterr().err
+
+
+def test_seeds_train_a_population_that_evaluates_by_seed(tmp_path, capsys):
+    directory = tmp_path / "run"
+    argv = ["train", "catch", "q-learning", *TINY, "--seeds", "2", "--seed", "3", "--checkpoint-dir", str(directory)]
+    assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "2 seeds side by side" in printed and "by seed (3 to 4): " in printed, printed
+    assert cli.main(["evaluate", str(directory), "--num-episodes", "3", "--member", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "seed 3: mean return" in printed and "seed 4: mean return" in printed, printed
+    assert cli.main(["evaluate", str(directory), "--member", "2"]) == 2
+    assert "the population has 2 members" in capsys.readouterr().err
+
+
+def test_a_gymnasium_run_checkpoints_its_learner_and_evaluates(tmp_path, capsys):
+    directory = tmp_path / "run"
+    argv = ["train", "gymnasium:CartPole-v1", "ppo", *TINY, "--checkpoint-dir", str(directory)]
+    assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
+    assert cli.main(["evaluate", str(directory), "--num-episodes", "4"]) == 0
+    assert "gymnasium:CartPole-v1 ppo, checkpoint 2" in capsys.readouterr().out
 
 
 def test_train_catch_over_two_processes_prints_once(tmp_path):
@@ -77,13 +221,19 @@ def test_train_catch_over_two_processes_prints_once(tmp_path):
     ]
     (out_0, err_0), (out_1, err_1) = (process.communicate(timeout=300) for process in processes)
     assert [process.returncode for process in processes] == [0, 0], err_0 + err_1
-    assert "Catch on 2 cpu device(s) in 2 process(es): 2 envs per device" in out_0
+    assert "catch td-lambda on 2 cpu device(s) in 2 process(es): 2 envs per device" in out_0
     assert "mean episode reward (last 1 updates): " in out_0
     # Process 1 prints nothing of its own (Gloo's connection line comes from C++).
-    assert "Catch on" not in out_1 and "mean episode reward" not in out_1, out_1
+    assert "catch td-lambda" not in out_1 and "mean episode reward" not in out_1, out_1
     assert (tmp_path / "0.png").exists() and not (tmp_path / "1.png").exists()
 
 
 def test_the_launch_flags_go_together(capsys):
     assert cli.main(["train", "catch", "--process-id", "1"]) == 2
     assert "give all three" in capsys.readouterr().err
+
+
+def test_the_member_keys_are_the_seeds():
+    settings = dataclasses.replace(tasks.default_settings("catch", "a2c"), seed=5, seeds=3)
+    keys = tasks.member_keys(settings)
+    assert [int(jax.random.key_data(key)[-1]) for key in keys] == [5, 6, 7]

@@ -270,6 +270,27 @@ def test_csv_sink_adds_columns_that_appear_later(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("sink_type", [CSVSink, JsonLinesSink])
+def test_a_resumed_file_sink_keeps_the_rows_up_to_its_step(sink_type, tmp_path):
+    path = tmp_path / "metrics"
+    with sink_type(path) as sink:
+        for step in (2, 4, 6):  # 6: written after the checkpoint of step 4
+            sink.write(step, {"loss": step / 10} | ({"episode_return": 1.0} if step > 2 else {}))
+    with sink_type(path, resume_from=4) as sink:
+        sink.write(6, {"loss": 0.7, "episode_return": 2.0})
+    with sink_type(path, resume_from=6) as sink:
+        sink.write(8, {"loss": 0.8, "episode_return": 3.0})
+    if sink_type is CSVSink:
+        rows = list(csv.DictReader(path.read_text().splitlines()))
+    else:
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [float(row["step"]) for row in rows] == [2, 4, 6, 8]
+    assert [float(row["loss"]) for row in rows] == [0.2, 0.4, 0.7, 0.8]
+    with sink_type(path) as sink:  # afresh
+        sink.write(1, {"loss": 1.0})
+    assert len(path.read_text().splitlines()) == 1 + (sink_type is CSVSink)
+
+
 def test_wandb_sink_passes_the_settings_and_logs_each_row(monkeypatch):
     calls = []
 

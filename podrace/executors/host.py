@@ -437,6 +437,42 @@ def train_on_host(
     return HostTrainResult(learner_state, jax.tree.map(lambda *values: jnp.stack(values), *metrics))
 
 
+@final
+class HostPipeline:
+    """A learner trained on a host collector's rollouts, driven as a [`podrace.Anakin`][] pipeline is.
+
+    `init` and `train` have the pipeline's signatures, so that
+    [`podrace.progress.train_with_progress`][] (progress, metric sinks, checkpoints)
+    drives host environments too. Its state is the learner's: the environments'
+    states live in the collector, so a restored state starts from fresh episodes.
+
+    **Arguments:**
+
+    - `learner`: the learner.
+    - `collector`: the [`podrace.executors.host.GymnasiumCollector`][] built for it.
+    - `overlap`: whether to collect the next rollout while the learner updates (see
+        [`podrace.executors.host.train_on_host`][]).
+    """
+
+    def __init__(self, learner: AbstractLearner, collector: GymnasiumCollector, *, overlap: bool = True):
+        self.learner = learner
+        self.collector = collector
+        self.overlap = overlap
+
+    @property
+    def frames_per_update(self) -> int:
+        """Environment steps per update: `num_envs * rollout_length`."""
+        return self.collector.num_envs * self.collector.rollout_length
+
+    def init(self, key: PRNGKeyArray) -> PyTree[Array]:
+        """The learner's initial state."""
+        return self.learner.init(key, self.collector.timestep)
+
+    def train(self, state: PyTree[Array], *, num_updates: int) -> HostTrainResult:
+        """`num_updates` rollouts and updates from `state`, on the collector's environments."""
+        return train_on_host(self.learner, self.collector, num_updates=num_updates, state=state, overlap=self.overlap)
+
+
 @eqx.filter_jit
 def _update(
     learner: AbstractLearner, state: PyTree[Array], trajectory: Trajectory

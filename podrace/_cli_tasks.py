@@ -1,0 +1,434 @@
+"""What `podrace train ENV ALGO` builds: the settings of a run and the pipeline they make.
+
+A run is described by [`Settings`][podrace._cli_tasks.Settings], plain values that
+a checkpoint stores as JSON, so that `podrace evaluate` and `--resume` rebuild the
+same pipeline. Every (environment, algorithm) pair trains; the pairs of `TUNED` have
+defaults that solve the task (the learning tests train each of them on seeds 0-9),
+the others start from the generic defaults.
+"""
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from ._types import Box, Discrete
+from .envs import AbstractEnv, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_v1, pendulum_v1
+from .executors.anakin import Anakin
+from .executors.population import Population
+from .learners import AbstractLearner, DQNLearner, Learner
+from .losses import A2CLoss, PPOLoss, QLearningLoss, ReinforceLoss, TDLambdaQLoss, VTraceLoss
+from .networks import (
+    AbstractHead,
+    AbstractNetwork,
+    ActorCriticNetwork,
+    FeedForwardNetwork,
+    GaussianHead,
+    GRUCore,
+    LSTMCore,
+    MLPTorso,
+    PolicyLogitHead,
+    QValueHead,
+    RecurrentNetwork,
+    ValueHead,
+)
+from .policies import AbstractPolicy, Categorical, EpsilonGreedy, Gaussian, Greedy, Mode
+
+
+BUILT_IN_ENVS: dict[str, Callable[[], AbstractEnv]] = {
+    "catch": Catch,
+    "cartpole": cartpole_v1,
+    "pendulum": pendulum_v1,
+    "deep-sea": DeepSea,
+    "repeat-first": RepeatFirst,
+}
+"""The built-in environments by name, each with its reference settings."""
+
+GYMNAX_PREFIX, GYMNASIUM_PREFIX = "gymnax:", "gymnasium:"
+
+Q_VALUE_ALGORITHMS = ("td-lambda", "q-learning", "dqn")
+POLICY_GRADIENT_ALGORITHMS = ("reinforce", "a2c", "ppo", "vtrace")
+ALGORITHMS = Q_VALUE_ALGORITHMS + POLICY_GRADIENT_ALGORITHMS
+CORES = ("gru", "lstm")
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Every setting of a run; the defaults are the generic ones (see `TUNED`)."""
+
+    env: str
+    algo: str
+    seed: int = 0
+    seeds: int = 1
+    num_updates: int = 1_000
+    updates_per_call: int = 100
+    num_envs: int = 16
+    rollout_length: int = 128
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    core: str | None = None
+    core_size: int = 32
+    separate_critic: bool = False
+    learning_rate: float = 1e-3
+    anneal_learning_rate: bool = False
+    max_grad_norm: float | None = 0.5
+    discount: float = 0.99
+    lambda_: float = 0.95
+    value_coefficient: float = 0.5
+    entropy_coefficient: float = 0.01
+    normalize_advantages: bool = True
+    baseline: bool = True
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    epsilon: float = 0.05
+    double: bool = False
+    epsilon_decay_steps: int = 50_000
+    buffer_size: int = 10_000
+    batch_size: int = 128
+    min_replay_size: int = 1_000
+    target_update_period: int = 100
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as JSON values (tuples as lists)."""
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in vars(self).items()}
+
+    @classmethod
+    def from_json(cls, values: Mapping[str, Any]) -> "Settings":
+        """The settings saved by `to_json`."""
+        values = dict(values)
+        values["hidden"] = tuple(values["hidden"])
+        return cls(**values)
+
+
+# Defaults that solve the task, by (environment, algorithm): the learning tests train
+# each on seeds 0-9 and require 9 of them to reach `THRESHOLDS[env]` under the
+# deterministic evaluation policy (greedy over Q-values, the mode of a policy head).
+_CATCH = dict(hidden=(256,), activation="relu", num_envs=64, rollout_length=16, num_updates=500, updates_per_call=50)
+_CATCH_POLICY_GRADIENT = _CATCH | dict(max_grad_norm=None, lambda_=1.0, entropy_coefficient=0.01)
+_CARTPOLE_SEPARATE = dict(separate_critic=True, anneal_learning_rate=True, num_envs=16)
+TUNED: dict[tuple[str, str], dict[str, Any]] = {
+    # The Podracer paper's Anakin experiment.
+    ("catch", "td-lambda"): _CATCH
+    | dict(
+        num_envs=128,
+        num_updates=3_000,
+        updates_per_call=100,
+        learning_rate=1e-4,
+        max_grad_norm=None,
+        discount=1.0,
+        lambda_=0.99,
+        epsilon=0.0,
+    ),
+    ("catch", "q-learning"): _CATCH | dict(max_grad_norm=None),
+    ("catch", "reinforce"): _CATCH_POLICY_GRADIENT | dict(entropy_coefficient=0.0),
+    ("catch", "a2c"): _CATCH_POLICY_GRADIENT,
+    ("catch", "ppo"): _CATCH_POLICY_GRADIENT
+    | dict(lambda_=0.95, value_coefficient=0.5, num_epochs=1, num_minibatches=1),
+    ("catch", "vtrace"): _CATCH_POLICY_GRADIENT,
+    ("catch", "dqn"): dict(
+        hidden=(64,),
+        activation="relu",
+        num_envs=16,
+        rollout_length=4,
+        num_updates=1_500,
+        updates_per_call=150,
+        max_grad_norm=None,
+        double=True,
+        epsilon_decay_steps=20_000,
+        buffer_size=20_000,
+        batch_size=64,
+        min_replay_size=1_000,
+        target_update_period=100,
+    ),
+    # A2C and REINFORCE with separate actor and critic torsos.
+    ("cartpole", "ppo"): dict(
+        num_envs=8,
+        rollout_length=128,
+        num_updates=400,
+        updates_per_call=50,
+        value_coefficient=0.02,
+        entropy_coefficient=0.01,
+    ),
+    ("cartpole", "a2c"): _CARTPOLE_SEPARATE
+    | dict(
+        rollout_length=32, num_updates=2_000, updates_per_call=200, learning_rate=3e-3, max_grad_norm=5.0, lambda_=1.0
+    ),
+    ("cartpole", "reinforce"): _CARTPOLE_SEPARATE
+    | dict(
+        rollout_length=500,
+        num_updates=300,
+        updates_per_call=20,
+        learning_rate=1e-2,
+        max_grad_norm=None,
+        entropy_coefficient=0.0,
+    ),
+    # CleanRL's DQN for CartPole, the learning rate annealed to 0.
+    ("cartpole", "dqn"): dict(
+        hidden=(120, 84),
+        activation="relu",
+        num_envs=10,
+        rollout_length=1,
+        num_updates=50_000,
+        updates_per_call=2_500,
+        learning_rate=2.5e-4,
+        anneal_learning_rate=True,
+        max_grad_norm=None,
+        epsilon_decay_steps=250_000,
+        buffer_size=10_000,
+        batch_size=128,
+        min_replay_size=10_000,
+        target_update_period=50,
+    ),
+    ("pendulum", "ppo"): dict(
+        num_envs=16,
+        rollout_length=200,
+        num_updates=160,
+        updates_per_call=20,
+        discount=0.95,
+        value_coefficient=0.05,
+        entropy_coefficient=0.0,
+        num_epochs=10,
+        num_minibatches=8,
+    ),
+    # A GRU between torso and head: the answer depends on the first observation.
+    ("repeat-first", "ppo"): dict(
+        hidden=(32,),
+        activation="relu",
+        core="gru",
+        core_size=32,
+        num_envs=16,
+        rollout_length=24,
+        num_updates=400,
+        updates_per_call=50,
+        learning_rate=3e-3,
+        max_grad_norm=None,
+        normalize_advantages=False,
+        num_epochs=2,
+        num_minibatches=2,
+    ),
+}
+
+DEFAULT_ALGORITHMS = {
+    "catch": "td-lambda",
+    "cartpole": "ppo",
+    "pendulum": "ppo",
+    "deep-sea": "dqn",
+    "repeat-first": "ppo",
+}
+"""The algorithm `podrace train ENV` runs when none is named."""
+
+THRESHOLDS = {"catch": 0.9, "cartpole": 450.0, "pendulum": -300.0, "repeat-first": 0.9}
+"""The mean evaluation return that counts as solved, for the environments with tuned defaults."""
+
+
+_USED_BY = {
+    "core_size": lambda s: s.core is not None,
+    "separate_critic": lambda s: s.algo in POLICY_GRADIENT_ALGORITHMS,
+    "lambda_": lambda s: s.algo in ("td-lambda", "a2c", "ppo", "vtrace"),
+    "value_coefficient": lambda s: s.algo in POLICY_GRADIENT_ALGORITHMS,
+    "entropy_coefficient": lambda s: s.algo in POLICY_GRADIENT_ALGORITHMS,
+    "normalize_advantages": lambda s: s.algo == "ppo",
+    "baseline": lambda s: s.algo == "reinforce",
+    "num_epochs": lambda s: s.algo == "ppo",
+    "num_minibatches": lambda s: s.algo == "ppo",
+    "epsilon": lambda s: s.algo in Q_VALUE_ALGORITHMS,
+    "double": lambda s: s.algo in ("q-learning", "dqn"),
+    **dict.fromkeys(
+        ("epsilon_decay_steps", "buffer_size", "batch_size", "min_replay_size", "target_update_period"),
+        lambda s: s.algo == "dqn",
+    ),
+}
+
+
+def used_settings(settings: Settings) -> dict[str, Any]:
+    """The settings that the run's algorithm and network read, by name."""
+    return {
+        name: value
+        for name, value in vars(settings).items()
+        if name not in ("env", "algo") and _USED_BY.get(name, lambda _: True)(settings)
+    }
+
+
+def default_settings(env: str, algo: str) -> Settings:
+    """The settings `podrace train ENV ALGO` starts from."""
+    return Settings(env=env, algo=algo, **TUNED.get((env, algo), {}))
+
+
+def make_env(name: str) -> AbstractEnv:
+    """A JAX environment by the command line's name (a built-in one or `gymnax:ID`)."""
+    if name in BUILT_IN_ENVS:
+        return BUILT_IN_ENVS[name]()
+    if name.startswith(GYMNAX_PREFIX):
+        return GymnaxEnv.make(name.removeprefix(GYMNAX_PREFIX))
+    raise ValueError(f"Unknown environment {name!r}: {env_names_help()}.")
+
+
+def env_names_help() -> str:
+    """What the ENV argument accepts."""
+    return f"choose from {', '.join(BUILT_IN_ENVS)}, {GYMNAX_PREFIX}ID (any gymnax id) or {GYMNASIUM_PREFIX}ID"
+
+
+def _passes(settings: Settings) -> tuple[int, int]:
+    """Epochs and minibatches per update: PPO's own, one pass of the whole batch otherwise."""
+    return (settings.num_epochs, settings.num_minibatches) if settings.algo == "ppo" else (1, 1)
+
+
+def _optimizer(settings: Settings) -> optax.GradientTransformation:
+    learning_rate: float | optax.Schedule = settings.learning_rate
+    if settings.anneal_learning_rate:  # linearly to 0 over the run's gradient steps
+        num_epochs, num_minibatches = _passes(settings)
+        gradient_steps = settings.num_updates * num_epochs * num_minibatches
+        learning_rate = optax.linear_schedule(settings.learning_rate, 0.0, gradient_steps)
+    adam = optax.adam(learning_rate)
+    if settings.max_grad_norm is None:
+        return adam
+    return optax.chain(optax.clip_by_global_norm(settings.max_grad_norm), adam)
+
+
+def _loss(settings: Settings):
+    s = settings
+    match s.algo:
+        case "td-lambda":
+            return TDLambdaQLoss(discount=s.discount, lambda_=s.lambda_)
+        case "q-learning" | "dqn":
+            return QLearningLoss(discount=s.discount, double=s.double)
+        case "reinforce":
+            return ReinforceLoss(
+                discount=s.discount,
+                baseline=s.baseline,
+                value_coefficient=s.value_coefficient,
+                entropy_coefficient=s.entropy_coefficient,
+            )
+        case "a2c":
+            return A2CLoss(
+                discount=s.discount,
+                lambda_=s.lambda_,
+                value_coefficient=s.value_coefficient,
+                entropy_coefficient=s.entropy_coefficient,
+            )
+        case "ppo":
+            return PPOLoss(
+                discount=s.discount,
+                lambda_=s.lambda_,
+                value_coefficient=s.value_coefficient,
+                entropy_coefficient=s.entropy_coefficient,
+                normalize_advantages=s.normalize_advantages,
+            )
+        case "vtrace":
+            return VTraceLoss(
+                discount=s.discount,
+                lambda_=s.lambda_,
+                value_coefficient=s.value_coefficient,
+                entropy_coefficient=s.entropy_coefficient,
+            )
+    raise ValueError(f"Unknown algorithm {s.algo!r}: choose from {', '.join(ALGORITHMS)}.")
+
+
+def _head(settings: Settings, action_space, in_size: int, *, with_value: bool, key) -> AbstractHead[Any]:
+    if settings.algo in Q_VALUE_ALGORITHMS:
+        if not isinstance(action_space, Discrete):
+            raise ValueError(
+                f"{settings.algo} learns Q-values of discrete actions; {settings.env}'s actions are "
+                f"{type(action_space).__name__} of shape {action_space.shape}. Use one of "
+                f"{', '.join(POLICY_GRADIENT_ALGORITHMS)}."
+            )
+        return QValueHead(in_size, action_space.num_values, key=key)
+    if isinstance(action_space, Discrete):
+        return PolicyLogitHead(in_size, action_space.num_values, with_value=with_value, key=key)
+    if isinstance(action_space, Box) and len(action_space.shape) == 1:
+        return GaussianHead(in_size, action_space.shape[0], with_value=with_value, key=key)
+    raise ValueError(
+        f"{settings.env}'s actions are {type(action_space).__name__} of shape {action_space.shape}: podrace's "
+        "policy heads take discrete actions or a flat Box."
+    )
+
+
+def make_network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractNetwork:
+    """The network of a run: an MLP torso, a GRU or LSTM core if asked, and the head the algorithm reads."""
+    action_space, observation_shape = env_spaces
+    torso_key, core_key, head_key, critic_key, value_key = jax.random.split(key, 5)
+    activation = ACTIVATIONS[settings.activation]
+    torso = MLPTorso(observation_shape, settings.hidden, activation=activation, key=torso_key)
+    features = settings.hidden[-1]
+    if settings.core is not None:
+        core_type = {"gru": GRUCore, "lstm": LSTMCore}[settings.core]
+        core = core_type(features, settings.core_size, key=core_key)
+        head = _head(settings, action_space, settings.core_size, with_value=True, key=head_key)
+        return RecurrentNetwork(torso, core, head)
+    if settings.separate_critic and settings.algo in POLICY_GRADIENT_ALGORITHMS:
+        critic = MLPTorso(observation_shape, settings.hidden, activation=activation, key=critic_key)
+        head = _head(settings, action_space, features, with_value=False, key=head_key)
+        return ActorCriticNetwork(torso, head, critic, ValueHead(features, key=value_key))
+    return FeedForwardNetwork(torso, _head(settings, action_space, features, with_value=True, key=head_key))
+
+
+def training_policy(settings: Settings, action_space) -> AbstractPolicy:
+    """The behaviour policy: epsilon-greedy over Q-values, sampling from a policy head."""
+    if settings.algo in Q_VALUE_ALGORITHMS:
+        return Greedy() if settings.epsilon == 0 or settings.algo == "dqn" else EpsilonGreedy(settings.epsilon)
+    return Categorical() if isinstance(action_space, Discrete) else Gaussian()
+
+
+def evaluation_policy(settings: Settings) -> AbstractPolicy:
+    """The deterministic policy a trained agent is evaluated with."""
+    return Greedy() if settings.algo in Q_VALUE_ALGORITHMS else Mode()
+
+
+def make_learner(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractLearner:
+    """The learner of a run, its network drawn from `key`."""
+    network = make_network(settings, env_spaces, key)
+    if settings.algo == "dqn":
+        return DQNLearner(
+            network,
+            _loss(settings),
+            _optimizer(settings),
+            epsilon=optax.linear_schedule(1.0, settings.epsilon, settings.epsilon_decay_steps),
+            buffer_size=settings.buffer_size,
+            batch_size=settings.batch_size,
+            min_replay_size=settings.min_replay_size,
+            target_update_period=settings.target_update_period,
+        )
+    num_epochs, num_minibatches = _passes(settings)
+    return Learner(
+        network,
+        training_policy(settings, env_spaces[0]),
+        _loss(settings),
+        _optimizer(settings),
+        num_epochs=num_epochs,
+        num_minibatches=num_minibatches,
+    )
+
+
+def env_spaces(env: AbstractEnv) -> tuple[Any, tuple[int, ...]]:
+    """The action space and the observation shape of a JAX environment."""
+    observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+    return env.action_space, observation.shape
+
+
+def make_pipeline(settings: Settings, network_key: jax.Array) -> Anakin:
+    """One seed's Anakin pipeline, its network drawn from `network_key`."""
+    env = make_env(settings.env)
+    learner = make_learner(settings, env_spaces(env), network_key)
+    return Anakin(env, learner, num_envs=settings.num_envs, rollout_length=settings.rollout_length)
+
+
+def member_keys(settings: Settings) -> jax.Array:
+    """The keys of the seeds `seed, ..., seed + seeds - 1` (one member each)."""
+    return jax.vmap(jax.random.key)(settings.seed + jnp.arange(settings.seeds))
+
+
+def make_run(settings: Settings) -> tuple[Anakin | Population, jax.Array]:
+    """The pipeline (a population for several seeds) and the key its state starts from.
+
+    Seed `s` draws its network from `split(key(s))[0]`; a single run starts from
+    `split(key(s))[1]`, a population from `key(seed)`.
+    """
+    if settings.seeds == 1:
+        network_key, run_key = jax.random.split(jax.random.key(settings.seed))
+        return make_pipeline(settings, network_key), run_key
+    population = Population(lambda key: make_pipeline(settings, jax.random.split(key)[0]), member_keys(settings))
+    return population, jax.random.key(settings.seed)
