@@ -8,7 +8,8 @@ naming each problem, unless:
 - every link within the site leads to a page or file that answers 200, and every link
   with a fragment to an element with that id;
 - no API signature is wider than its box (`scrollWidth <= clientWidth`), so none needs a
-  scroll bar.
+  scroll bar;
+- the search box finds `check_env`.
 
 `nox -s docs` runs this after building the site.
 
@@ -25,11 +26,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError, ViewportSize, sync_playwright
 
 
 SITE = pathlib.Path(__file__).parent.parent / "site"
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
+SEARCH = "check_env"
 
 # What the checks read from each page, in the browser.
 PAGE_FACTS = """() => ({
@@ -84,6 +86,13 @@ def main() -> None:
         for path in page_paths():
             page.goto(origin + path, wait_until="load")
             facts[path] = page.evaluate(PAGE_FACTS)
+        page.fill("input.md-search__input", SEARCH)
+        try:
+            page.wait_for_selector(".md-search-result__item", timeout=10_000)
+        except PlaywrightTimeoutError:
+            search_results = 0
+        else:
+            search_results = page.locator(".md-search-result__item").count()
         browser.close()
     links = {(path, link) for path, found in facts.items() for link in found["links"] if link.startswith(origin)}
     targets = {link.removeprefix(origin).partition("#")[0] for _, link in links}
@@ -105,6 +114,8 @@ def main() -> None:
                 )
     if not facts["/gallery/"]["images"]:
         problems.append("/gallery/: the gallery shows no images")
+    if not search_results:
+        problems.append(f"the search for {SEARCH!r} lists no results")
     for path, link in sorted(links):
         target, _, fragment = link.removeprefix(origin).partition("#")
         if statuses[target] != 200:
@@ -114,7 +125,8 @@ def main() -> None:
 
     print(
         f"check_site: {len(facts)} pages, {len(links)} links to {len(targets)} addresses in the site, "
-        f"{num_images} images, {num_signatures} signatures at {VIEWPORT['width']} px"
+        f"{num_images} images, {num_signatures} signatures at {VIEWPORT['width']} px, "
+        f"{search_results} search results for {SEARCH!r}"
     )
     if problems:
         sys.exit("\n".join(problems))
