@@ -1,8 +1,9 @@
 """The Podracer paper's Anakin experiment: TD(lambda) Q-learning on Catch.
 
 Builds every part from podrace's public components, trains in one compiled program
-per 100 updates and saves the learning curve. Swap the loss, the policy or the
-optimiser by changing one argument below.
+per 100 updates, saves the learning curve and a GIF of one episode played by the
+greedy agent (the plot and video extras). Swap the loss, the policy or the optimiser by
+changing one argument below.
 
     python examples/anakin_catch.py --num-updates 3000
 """
@@ -14,6 +15,7 @@ import optax
 
 import podrace as pr
 from podrace.progress import plot_learning_curve, train_with_progress
+from podrace.video import record_episode, write_video
 
 
 parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -22,7 +24,7 @@ parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
 env = pr.envs.Catch()
-torso_key, head_key, run_key = jax.random.split(jax.random.key(args.seed), 3)
+torso_key, head_key, run_key, video_key = jax.random.split(jax.random.key(args.seed), 4)
 
 # A 256-unit MLP with one Q-value per action, acting greedily (as in the paper's demo).
 network = pr.networks.FeedForwardNetwork(
@@ -43,3 +45,7 @@ state, log = train_with_progress(pipeline, pipeline.init(run_key), num_updates=a
 print(f"compile {log.compile_seconds:.2f} s, {log.frames_per_second:.3g} frames/s")
 print(f"mean episode return at the end: {log.mean_episode_return[-1]:.3f}")
 print("saved", plot_learning_curve(log, "anakin_catch.png", title="TD(lambda) Q-learning on Catch"))
+
+frames = record_episode(env, learner.network_at(state.learner), pr.policies.Greedy(), key=video_key)
+write_video(frames, "anakin_catch.gif", fps=4)
+print("saved anakin_catch.gif")

@@ -3,8 +3,9 @@
 Each generation, CMA-ES proposes a population of parameter vectors for a small MLP;
 `evaluate_population` plays 16 CartPole-v1 episodes with each of them, side by side in
 one compiled call, and the mean returns are the fitness. Training stops when the mean of
-the search distribution reaches a mean return of 475 over 100 episodes. Needs the es
-extra: pip install 'podrace[es]'.
+the search distribution reaches a mean return of 475 over 100 episodes; the returns of
+each generation are saved as a figure. Needs the es and plot extras: pip install
+'podrace[es,plot]'.
 
     python examples/cma_es_cartpole.py --num-updates 100
 """
@@ -14,6 +15,7 @@ import argparse
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import matplotlib.pyplot as plt
 from evosax.algorithms import CMA_ES
 
 import podrace as pr
@@ -54,15 +56,28 @@ def generation(strategy_state, key):
     return strategy_state, returns
 
 
-mean_return = 0.0
+best_returns, mean_returns = [], []
 for number in range(1, args.num_updates + 1):
     key, generation_key, eval_key = jax.random.split(key, 3)
     strategy_state, returns = generation(strategy_state, generation_key)
     mean_network = eqx.combine(strategy.get_mean(strategy_state), structure)
-    mean_return = float(pr.evaluate(env, mean_network, policy, num_episodes=100, key=eval_key).mean_return)
-    print(f"generation {number:3d}: best candidate {float(returns.max()):6.1f}, mean solution {mean_return:6.1f}")
-    if mean_return >= 475:
+    best_returns.append(float(returns.max()))
+    mean_returns.append(float(pr.evaluate(env, mean_network, policy, num_episodes=100, key=eval_key).mean_return))
+    print(f"generation {number:3d}: best candidate {best_returns[-1]:6.1f}, mean solution {mean_returns[-1]:6.1f}")
+    if mean_returns[-1] >= 475:
         break
-print(f"mean return of the final mean solution over 100 episodes: {mean_return:.1f}")
-if mean_return < 475:
+print(f"mean return of the final mean solution over 100 episodes: {mean_returns[-1]:.1f}")
+
+generations = range(1, len(mean_returns) + 1)
+figure, axes = plt.subplots(figsize=(6, 4))
+axes.plot(generations, best_returns, marker="o", label="best candidate (16 episodes)")
+axes.plot(generations, mean_returns, marker="o", label="mean solution (100 episodes)")
+axes.axhline(475, color="grey", linestyle=":", label="solved")
+axes.set(xlabel="generation", ylabel="mean return", title="CMA-ES on CartPole-v1")
+axes.legend()
+axes.grid(alpha=0.3)
+figure.tight_layout()
+figure.savefig("cma_es_cartpole.png", dpi=120)
+print("saved cma_es_cartpole.png")
+if mean_returns[-1] < 475:
     raise SystemExit(f"CMA-ES did not reach a mean return of 475 in {args.num_updates} generations.")

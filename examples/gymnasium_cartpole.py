@@ -3,8 +3,8 @@
 A `GymnasiumCollector` steps 8 CartPole environments with the learner's epsilon-greedy
 policy and returns the trajectories the on-device pipeline produces; `train_on_host`
 collects the next rollout in a background thread while the learner updates on the last
-one. At the end the greedy policy is evaluated on 20 episodes. Needs the gymnasium
-extra: pip install 'podrace[gymnasium]'.
+one. The learning curve is saved, and at the end the greedy policy is evaluated on 20
+episodes. Needs the gymnasium and plot extras: pip install 'podrace[gymnasium,plot]'.
 
     python examples/gymnasium_cartpole.py --num-updates 1500
 """
@@ -13,6 +13,7 @@ import argparse
 
 import gymnasium
 import jax
+import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
@@ -40,11 +41,21 @@ learner = pr.Learner(
 collector = pr.executors.host.GymnasiumCollector(envs, learner, rollout_length=32, key=collect_key, seed=args.seed)
 result = pr.executors.host.train_on_host(learner, collector, num_updates=args.num_updates, key=learner_key)
 
+# The learning curve: the mean return of the episodes that ended in each fifth of the run.
 returns = np.asarray(result.metrics.episode_return_sum)
 counts = np.asarray(result.metrics.episodes_completed)
-for start in range(0, args.num_updates, max(args.num_updates // 5, 1)):
-    window = slice(start, start + max(args.num_updates // 5, 1))
-    print(f"updates {start:5d}+: mean episode return {returns[window].sum() / max(counts[window].sum(), 1):.1f}")
+window = max(args.num_updates // 5, 1)
+starts = range(0, args.num_updates, window)
+curve = [returns[start : start + window].sum() / max(counts[start : start + window].sum(), 1) for start in starts]
+for start, mean_return in zip(starts, curve, strict=True):
+    print(f"updates {start:5d}+: mean episode return {mean_return:.1f}")
+figure, axes = plt.subplots(figsize=(6, 4))
+axes.plot([min(start + window, args.num_updates) for start in starts], curve, marker="o")
+axes.set(xlabel="updates", ylabel="mean episode return", title="TD(lambda) Q-learning on Gymnasium's CartPole-v1")
+axes.grid(alpha=0.3)
+figure.tight_layout()
+figure.savefig("gymnasium_cartpole.png", dpi=120)
+print("saved gymnasium_cartpole.png")
 
 evaluation = pr.evaluate(
     gymnasium.make_vec("CartPole-v1", num_envs=4),

@@ -14,7 +14,7 @@ sums the actors' gradients and applies RMSProp (decay 0.99), as the example does
 Unlike the original, rollouts have a fixed length rather than being whole games, so that
 an update costs the same from the first to the last; a transition counts once its point
 is decided inside the rollout. Pong takes thousands of games before the returns climb
-from -21: the gallery's 200 updates show the pipeline running, not learning. Needs the
+from -21: the gallery's 50 updates show the pipeline running, not learning. Needs the
 ray and atari extras: pip install 'podrace[ray,atari,plot]'.
 
     python examples/ray_pong.py --num-updates 3000 --num-actors 8

@@ -1,8 +1,12 @@
-"""House rules that Equinox no longer enforces, checked over podrace's public namespaces."""
+"""House rules that Equinox no longer enforces, checked over podrace's public namespaces,
+and the home page's table of extras checked against pyproject.toml."""
 
 import importlib
 import inspect
+import pathlib
 import pkgutil
+import re
+import tomllib
 import typing
 
 import jax.numpy as jnp
@@ -73,3 +77,10 @@ def test_signatures_are_checked_at_test_time():
     # shaped argument fails at the call, not deep inside XLA.
     with pytest.raises(jaxtyping.TypeCheckError):
         pr.losses.lambda_returns(jnp.zeros(3), jnp.zeros(4), jnp.zeros(3))
+
+
+def test_the_home_page_lists_every_extra():
+    root = pathlib.Path(__file__).parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    listed = re.findall(r"^\| `([\w-]+)` \|", (root / "docs" / "index.md").read_text(), re.MULTILINE)
+    assert sorted(listed) == sorted(extras)
