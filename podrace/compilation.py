@@ -26,10 +26,10 @@ def enable_compilation_cache(directory: str | os.PathLike[str]) -> None:
 
     **Arguments:**
 
-    - `directory`: where the compiled programs are kept; created if missing, and
-        shared by every process that is given it.
+    - `directory`: where the compiled programs are kept (`~` is the user's home);
+        created if missing, and shared by every process that is given it.
     """
-    path = os.fspath(directory)
+    path = os.path.expanduser(os.fspath(directory))
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
