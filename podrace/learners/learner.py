@@ -268,7 +268,7 @@ class Learner(AbstractLearner[LearnerState]):
 
         key, shuffle_key = jax.random.split(state.key)
         if self.num_epochs == 1 and self.num_minibatches == 1:
-            # The one step has the parameters that collected the batch: the loss computes its targets itself.
+            # The one step has the parameters the update starts from: the loss computes its targets itself.
             (params, opt_state), metrics = step((state.params, state.opt_state), (trajectory, None))
         else:
             targets = self.loss.targets(self.agent(state), trajectory)

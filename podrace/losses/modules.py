@@ -31,14 +31,16 @@ class AbstractLoss(eqx.Module):
         """What the loss takes from a batch of trajectories once, before its gradient steps.
 
         A [`podrace.Learner`][] with several epochs or minibatches calls it once per
-        update, with the parameters that collected the batch, and splits the result
-        along the environment axis with the trajectories: each minibatch step then
-        reads its share instead of recomputing it (PPO's advantages and value targets).
-        The default, for losses that recompute everything in every step, is `None`.
+        update, with the parameters the update starts from (on device, those that
+        collected the batch; a host collector that overlaps acting with learning acts
+        one update behind), and splits the result along the environment axis with the
+        trajectories: each minibatch step then reads its share instead of recomputing
+        it (PPO's advantages and value targets). The default, for losses that recompute
+        everything in every step, is `None`.
 
         **Arguments:**
 
-        - `agent`: the network with the parameters that collected `trajectory`, and its policy.
+        - `agent`: the network with the parameters the update starts from, and its policy.
         - `trajectory`: a time-major batch of trajectories `[T + 1, B]`.
 
         **Returns:**
@@ -65,7 +67,7 @@ class AbstractLoss(eqx.Module):
         - `trajectory`: a time-major batch of trajectories `[T + 1, B]`.
         - `targets`: this batch's share of what `targets` returned for the batch it was
             drawn from; `None` computes them here, from `agent` (the same, when `agent`
-            holds the parameters that collected the batch).
+            holds the parameters the update starts from).
         - `axis_name`: inside `shard_map`, the device axis the batch is split over (for
             statistics over the whole batch); `None` outside.
 

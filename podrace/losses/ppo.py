@@ -20,13 +20,14 @@ from .value_learning import generalized_advantage_estimation
 class PPOLoss(AbstractLoss):
     """Proximal policy optimisation: the clipped surrogate objective with GAE.
 
-    Advantages are generalised advantage estimates from the values of the network
-    that collected the rollout (bootstrapping stopped on termination, one-step at a
-    truncation), computed once per update by [`targets`][podrace.losses.PPOLoss.targets]
-    before the epochs, and, with `normalize_advantages`, standardised over each
-    minibatch. The policy term clips the ratio `pi / mu` of the learnt policy to the
-    behaviour policy to `[1 - clip_epsilon, 1 + clip_epsilon]`; the value head
-    regresses the returns `advantage + value` of those same values. Pair it with a
+    Advantages are generalised advantage estimates from the values of the parameters
+    the update starts from, those that collected the rollout (bootstrapping stopped on
+    termination, one-step at a truncation), computed once per update by
+    [`targets`][podrace.losses.PPOLoss.targets] before the epochs, and, with
+    `normalize_advantages`, standardised over each minibatch. The policy term clips
+    the ratio `pi / mu` of the learnt policy to the behaviour policy to
+    `[1 - clip_epsilon, 1 + clip_epsilon]`; the value head regresses the returns
+    `advantage + value` of those same values. Pair it with a
     [`podrace.Learner`][] with several epochs and minibatches.
 
     Reference: Schulman et al., "Proximal Policy Optimization Algorithms", 2017
@@ -89,7 +90,7 @@ class PPOLoss(AbstractLoss):
 
         **Arguments:**
 
-        - `agent`: the network with the parameters that collected `trajectory`, and its policy.
+        - `agent`: the network with the parameters the update starts from, and its policy.
         - `trajectory`: a time-major batch of trajectories `[T + 1, B]`.
 
         **Returns:**
