@@ -225,9 +225,9 @@ def hw_gae(rewards, discounts, lambdas, values) -> jax.Array:
     return lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, discounts, lambdas), reverse=True)[1]
 
 
-def hw_loss(params, trajectory: Trajectory) -> jax.Array:
-    """PPO's loss of a minibatch `[T + 1, b]`: the torso and the head on all time steps at
-    once, the GRU unrolled from the trajectory's carry, reset where a time step is first."""
+def hw_unroll(params, trajectory: Trajectory) -> tuple[jax.Array, jax.Array]:
+    """Log-probabilities and values of a batch `[T + 1, b]`: the torso and the head on all time
+    steps at once, the GRU unrolled from the trajectory's carry, reset where a time step is first."""
     steps = trajectory.steps
     features = hw_torso(params, steps.observation)
 
@@ -237,15 +237,27 @@ def hw_loss(params, trajectory: Trajectory) -> jax.Array:
         return hidden, hidden
 
     _, hidden = lax.scan(unroll, trajectory.carry, (features, steps.is_first))
-    log_probs, values = hw_head(params, hidden)
+    return hw_head(params, hidden)
+
+
+def hw_targets(params, trajectory: Trajectory) -> tuple[jax.Array, jax.Array]:
+    """GAE advantages and returns `[T, B]` from the values of the parameters that collected the batch."""
+    steps = trajectory.steps
+    _, values = hw_unroll(params, trajectory)
     advantages = hw_gae(
         steps.reward[1:],
         DISCOUNT * steps.discount[1:],
         LAMBDA * (1.0 - steps.is_last[1:]),
-        lax.stop_gradient(values),
+        values,
     )
+    return advantages, advantages + values[:-1]
+
+
+def hw_loss(params, trajectory: Trajectory, advantages: jax.Array, returns: jax.Array) -> jax.Array:
+    """PPO's loss of a minibatch `[T + 1, b]` with its share of the update's advantages and returns."""
+    steps = trajectory.steps
+    log_probs, values = hw_unroll(params, trajectory)
     values = values[:-1]
-    returns = advantages + lax.stop_gradient(values)
     mask = 1.0 - steps.is_first[1:]  # no loss on the transition into a reset
     count = jnp.maximum(jnp.sum(mask), 1.0)
     mean = jnp.sum(mask * advantages) / count
@@ -288,6 +300,7 @@ def make_handwritten_train(rollout: int, iterations: int) -> Callable:
         def one_update(state: HandwrittenState, _):
             envs, trajectory = hw_rollout(state.params, state.envs, rollout)
             num_envs = trajectory.carry.shape[0]
+            advantages, returns = hw_targets(state.params, trajectory)  # once per update
             key, shuffle_key = jax.random.split(state.key)
             orders = jax.vmap(lambda key: hw_minibatch_order(key, num_envs))(jax.random.split(shuffle_key, NUM_EPOCHS))
 
@@ -299,7 +312,9 @@ def make_handwritten_train(rollout: int, iterations: int) -> Callable:
                     jnp.take(trajectory.log_mu, order, axis=1),
                     jnp.take(trajectory.carry, order, axis=0),
                 )
-                loss, grads = jax.value_and_grad(hw_loss)(params, minibatch)
+                loss, grads = jax.value_and_grad(hw_loss)(
+                    params, minibatch, jnp.take(advantages, order, axis=1), jnp.take(returns, order, axis=1)
+                )
                 updates, opt_state = optimizer.update(grads, opt_state, params)
                 return (optax.apply_updates(params, updates), opt_state), loss
 

@@ -146,6 +146,44 @@ def test_discounted_returns(num_steps, per_step_lambda, seed):
     np.testing.assert_array_equal(pr.losses.discounted_returns(r_t, discount_t, 0.0), monte_carlo)
 
 
+LONG_CASES = pytest.mark.parametrize(("num_steps", "seed"), [(1, 0), (2, 1), (7, 2), (32, 3), (129, 4)])
+
+
+@LONG_CASES
+def test_associative_scans_match_the_float64_loops(num_steps, seed):
+    inputs = _inputs(seed, num_steps)
+    x = _f64(inputs)
+    r_t, discount_t, lambda_, values = (inputs[name] for name in ("r_t", "discount_t", "lambda_", "values"))
+    for associative_scan in (False, True):
+        assert_close(
+            pr.losses.discounted_returns(r_t, discount_t, values[1:], associative_scan=associative_scan),
+            np_discounted_returns(x["r_t"], x["discount_t"], x["values"][-1]),
+        )
+        assert_close(
+            pr.losses.lambda_returns(r_t, discount_t, values[1:], lambda_, associative_scan=associative_scan),
+            np_lambda_returns(x["r_t"], x["discount_t"], x["v_t"], x["lambda_"]),
+        )
+        assert_close(
+            pr.losses.generalized_advantage_estimation(
+                r_t, discount_t, lambda_, values, associative_scan=associative_scan
+            ),
+            np_gae(x["r_t"], x["discount_t"], x["lambda_"], x["values"]),
+        )
+    # Under jit and vmap, with its gradient: the same as the sequential scan.
+    batch = jax.tree.map(lambda x: jnp.stack([x, 0.5 * x]), (r_t, discount_t, lambda_, values))
+
+    def gae(associative_scan):
+        def total(values, r_t, discount_t, lambda_):
+            advantages = pr.losses.generalized_advantage_estimation(
+                r_t, discount_t, lambda_, values, associative_scan=associative_scan
+            )
+            return jnp.sum(advantages), advantages
+
+        return jax.jit(jax.vmap(jax.grad(total, has_aux=True)))(batch[3], *batch[:3])
+
+    helpers.assert_trees_close(gae(True), gae(False), rtol=1e-5, atol=1e-5)
+
+
 @CASES
 @N_STEPS
 def test_n_step_bootstrapped_returns(num_steps, per_step_lambda, seed, n):

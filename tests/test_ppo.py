@@ -63,9 +63,11 @@ def _behaviour_log_probs(trajectory: pr.Trajectory, seed: int) -> pr.Trajectory:
     return eqx.tree_at(lambda t: t.policy_step.log_prob, trajectory, jnp.asarray(log_prob, jnp.float32))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ppo_loss_matches_a_float64_loop(seed):
-    loss = pr.losses.PPOLoss(discount=0.9, lambda_=0.8, clip_epsilon=0.2, entropy_coefficient=0.05)
+@pytest.mark.parametrize(("seed", "associative_scan"), [(0, False), (1, False), (2, False), (0, True), (1, True)])
+def test_ppo_loss_matches_a_float64_loop(seed, associative_scan):
+    loss = pr.losses.PPOLoss(
+        discount=0.9, lambda_=0.8, clip_epsilon=0.2, entropy_coefficient=0.05, associative_scan=associative_scan
+    )
     network = helpers.logit_network(jax.random.key(seed), with_value=True)
     trajectory = _behaviour_log_probs(helpers.random_trajectory(seed, 10, 4), seed)
     value, terms = loss(helpers.agent(network), trajectory)
@@ -73,6 +75,34 @@ def test_ppo_loss_matches_a_float64_loop(seed):
     np.testing.assert_allclose(value, expected["loss"], rtol=2e-5, atol=1e-6)
     for name in ("policy_loss", "value_loss", "entropy"):
         np.testing.assert_allclose(terms[name], expected[name], rtol=2e-5, atol=1e-6, err_msg=name)
+
+
+def test_ppo_targets_are_those_the_loss_computes_without_them():
+    loss = pr.losses.PPOLoss(discount=0.9, lambda_=0.8)
+    agent = helpers.agent(helpers.logit_network(jax.random.key(0), with_value=True))
+    trajectory = _behaviour_log_probs(helpers.random_trajectory(0, 10, 4), 0)
+    targets = loss.targets(agent, trajectory)
+    assert [x.shape for x in targets] == [(10, 4), (10, 4)]
+    value, terms = loss(agent, trajectory)
+    value_with_targets, terms_with_targets = loss(agent, trajectory, targets=targets)
+    np.testing.assert_allclose(value_with_targets, value, rtol=1e-6)
+    helpers.assert_trees_close(terms_with_targets, terms, rtol=1e-6, atol=0)
+
+
+def test_ppo_takes_its_advantages_and_returns_from_the_targets():
+    # Targets of other parameters change the loss; the gradient still flows only into
+    # the policy and the values of the network being learnt.
+    loss = pr.losses.PPOLoss(discount=0.9, normalize_advantages=False)
+    network = helpers.logit_network(jax.random.key(0), with_value=True)
+    trajectory = helpers.random_trajectory(0, 6, 3)
+    targets = loss.targets(helpers.agent(helpers.logit_network(jax.random.key(1), with_value=True)), trajectory)
+    own = loss(helpers.agent(network), trajectory)[1]
+    other = loss(helpers.agent(network), trajectory, targets=targets)[1]
+    assert not np.allclose(own["value_loss"], other["value_loss"])
+    doubled = loss(helpers.agent(network), trajectory, targets=(2 * targets[0], targets[1]))[1]
+    # The value term reads only the returns; the policy term only the advantages.
+    np.testing.assert_allclose(doubled["value_loss"], other["value_loss"], rtol=1e-6)
+    assert not np.allclose(doubled["policy_loss"], other["policy_loss"])
 
 
 def test_ppo_gradient_is_zero_for_ratios_clipped_on_the_side_of_the_advantage():
@@ -119,7 +149,7 @@ def test_ppo_loss_needs_a_value_head():
 
 def test_minibatches_partition_the_environments():
     trajectory = helpers.random_trajectory(0, 4, 6)
-    minibatches = pr.learners.shuffled_minibatches(trajectory, 3, jax.random.key(0), axis_name=None)
+    minibatches, _ = pr.learners.shuffled_minibatches(trajectory, 3, jax.random.key(0), axis_name=None)
     assert minibatches.timestep.reward.shape == (3, 5, 2)
     assert minibatches.policy_step.action.shape == (3, 4, 2)
     # Each environment's trajectory appears once, whole.
@@ -127,10 +157,20 @@ def test_minibatches_partition_the_environments():
     picked = np.asarray(minibatches.timestep.observation).reshape(3, 5, 2, -1).transpose(0, 2, 1, 3).reshape(6, -1)
     assert sorted(map(tuple, picked)) == sorted(map(tuple, columns))
     # Groups of 3 consecutive environments send one environment to each minibatch.
-    order = np.asarray(pr.learners.shuffled_minibatches(_env_indices(6), 3, jax.random.key(0), axis_name=None).carry)
+    order = np.asarray(pr.learners.shuffled_minibatches(_env_indices(6), 3, jax.random.key(0), axis_name=None)[0].carry)
     assert sorted(order.ravel().tolist()) == list(range(6))
     for minibatch in order:
         assert sorted(minibatch // 3) == [0, 1]
+
+
+def test_minibatches_split_the_targets_with_their_trajectories():
+    trajectory = _env_indices(6)
+    targets = jnp.broadcast_to(jnp.arange(6.0), (1, 6))
+    minibatches, split = pr.learners.shuffled_minibatches(
+        trajectory, 3, jax.random.key(0), axis_name=None, targets=targets
+    )
+    assert split.shape == (3, 1, 2)
+    np.testing.assert_array_equal(split[:, 0, :], np.asarray(minibatches.carry, np.float32))
 
 
 def _env_indices(num_envs):
@@ -148,15 +188,21 @@ def test_epochs_and_minibatches_take_one_gradient_step_each():
     state = learner.init(jax.random.key(1))
     new_state, metrics = jax.jit(lambda s, t: learner.update(s, t))(state, trajectory)
 
-    # The same steps by hand: the learner's key split, one permutation per epoch.
+    # The same steps by hand: the advantages from the initial parameters, the learner's
+    # key split, one permutation per epoch.
     _, shuffle_key = jax.random.split(state.key)
+    targets = loss.targets(learner.agent(state), trajectory)
     params, opt_state, losses = state.params, optimizer.init(state.params), []
     for epoch_key in jax.random.split(shuffle_key, 2):
-        minibatches = pr.learners.shuffled_minibatches(trajectory, 3, epoch_key, axis_name=None)
+        minibatches = pr.learners.shuffled_minibatches(trajectory, 3, epoch_key, axis_name=None, targets=targets)
         for m in range(3):
-            minibatch = jax.tree.map(lambda x, m=m: x[m], minibatches)
+            batch, batch_targets = jax.tree.map(lambda x, m=m: x[m], minibatches)
             objective = functools.partial(
-                lambda p, batch: loss(pr.Agent(learner.network_with(p), learner.policy), batch), batch=minibatch
+                lambda p, batch, targets: loss(
+                    pr.Agent(learner.network_with(p), learner.policy), batch, targets=targets
+                ),
+                batch=batch,
+                targets=batch_targets,
             )
             (value, _), grads = jax.value_and_grad(objective, has_aux=True)(params)
             updates, opt_state = optimizer.update(grads, opt_state, params)

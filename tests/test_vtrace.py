@@ -18,7 +18,7 @@ from . import helpers
 NUM_ACTIONS = 4
 assert_close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-5)
 
-VTRACE = jax.jit(pr.losses.vtrace)
+VTRACE = jax.jit(pr.losses.vtrace, static_argnames="associative_scan")
 RLAX_VTRACE = jax.jit(rlax.vtrace_td_error_and_advantage)
 RLAX_VTRACE_ERRORS = jax.jit(rlax.vtrace)
 LAMBDA_RETURNS = jax.jit(pr.losses.lambda_returns)
@@ -108,10 +108,11 @@ def test_vtrace_matches_rlax(num_steps, per_step_lambda, seed, rho_bar, pg_rho_b
 def test_vtrace_matches_the_papers_definition(num_steps, per_step_lambda, seed, rho_bar, c_bar, pg_rho_bar):
     inputs = _inputs(seed, num_steps, per_step_lambda)
     thresholds = dict(rho_bar=rho_bar, c_bar=c_bar, pg_rho_bar=pg_rho_bar)
-    targets, advantages = VTRACE(**inputs, **thresholds)
     expected_targets, expected_advantages = np_vtrace(**inputs, **thresholds)
-    assert_close(targets, expected_targets)
-    assert_close(advantages, expected_advantages)
+    for associative_scan in (False, True):
+        targets, advantages = VTRACE(**inputs, **thresholds, associative_scan=associative_scan)
+        assert_close(targets, expected_targets)
+        assert_close(advantages, expected_advantages)
 
 
 @CASES

@@ -187,7 +187,10 @@ class Learner(AbstractLearner[LearnerState]):
 
     Each update learns from the rollout just collected: `num_epochs` passes over it,
     each split into `num_minibatches` minibatches of whole trajectories (shuffled
-    along the environment axis), one gradient step per minibatch. One epoch and one
+    along the environment axis), one gradient step per minibatch. What the loss takes
+    from the rollout ahead of its steps (its [`targets`][podrace.losses.AbstractLoss.targets],
+    e.g. PPO's advantages) is computed once per update, before the first step, and
+    split with the trajectories. One epoch and one
     minibatch give A2C or REINFORCE; several give PPO. The parts are checked to fit
     when the learner is built: the policy and the loss must read the kind of output
     the network emits. Swapping the loss is one argument.
@@ -248,13 +251,16 @@ class Learner(AbstractLearner[LearnerState]):
     ) -> tuple[LearnerState, UpdateMetrics]:
         self.check_num_envs(trajectory.timestep.reward.shape[1])
 
-        def step(carry, minibatch: Trajectory):
+        def step(carry, minibatch: tuple[Trajectory, PyTree[Array]]):
             params, opt_state = carry
+            batch, targets = minibatch
             params, opt_state, metrics = gradient_step(
                 self,
                 params,
                 opt_state,
-                lambda params: self.loss(Agent(self.network_with(params), self.policy), minibatch, axis_name=axis_name),
+                lambda params: self.loss(
+                    Agent(self.network_with(params), self.policy), batch, targets=targets, axis_name=axis_name
+                ),
                 axis_name=axis_name,
                 check_nans=self.check_nans,
             )
@@ -262,10 +268,14 @@ class Learner(AbstractLearner[LearnerState]):
 
         key, shuffle_key = jax.random.split(state.key)
         if self.num_epochs == 1 and self.num_minibatches == 1:
-            (params, opt_state), metrics = step((state.params, state.opt_state), trajectory)
+            # The one step has the parameters the update starts from: the loss computes its targets itself.
+            (params, opt_state), metrics = step((state.params, state.opt_state), (trajectory, None))
         else:
+            targets = self.loss.targets(self.agent(state), trajectory)
             minibatches = jax.vmap(
-                lambda key: shuffled_minibatches(trajectory, self.num_minibatches, key, axis_name=axis_name)
+                lambda key: shuffled_minibatches(
+                    trajectory, self.num_minibatches, key, axis_name=axis_name, targets=targets
+                )
             )(jax.random.split(shuffle_key, self.num_epochs))
             # Epochs and minibatches in one scan: [num_epochs * num_minibatches, ...].
             minibatches = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatches)
@@ -275,8 +285,13 @@ class Learner(AbstractLearner[LearnerState]):
 
 
 def shuffled_minibatches(
-    trajectory: Trajectory, num_minibatches: int, key: PRNGKeyArray, *, axis_name: str | None
-) -> Trajectory:
+    trajectory: Trajectory,
+    num_minibatches: int,
+    key: PRNGKeyArray,
+    *,
+    axis_name: str | None,
+    targets: PyTree[Float[Array, "T B"]] = None,
+) -> tuple[Trajectory, PyTree[Array]]:
     """A batch of trajectories `[T + 1, B]` split at random along the environment axis: `[M, T + 1, B / M]`.
 
     The environments, numbered over all devices, form groups of `M` consecutive ones,
@@ -291,10 +306,12 @@ def shuffled_minibatches(
     - `num_minibatches`: `M`, which must divide `B`.
     - `key`: the randomness of the split, the same on every device.
     - `axis_name`: inside `shard_map`, the device axis the batch is split over; `None` outside.
+    - `targets`: time-major arrays `[T, B]` of the same trajectories (a loss's
+        [`targets`][podrace.losses.AbstractLoss.targets]), split with them; or `None`.
 
     **Returns:**
 
-    The `M` minibatches, stacked along a leading axis.
+    The `M` minibatches of trajectories and of `targets`, each stacked along a leading axis.
     """
     num_envs = trajectory.timestep.reward.shape[1]
     num_groups = num_envs // num_minibatches
@@ -307,8 +324,9 @@ def shuffled_minibatches(
     def split(x, env_axis):
         return jnp.moveaxis(jnp.take(x, order, axis=env_axis), env_axis, 0)
 
-    return Trajectory(
+    minibatches = Trajectory(
         jax.tree.map(lambda x: split(x, 1), trajectory.timestep),
         jax.tree.map(lambda x: split(x, 1), trajectory.policy_step),
         jax.tree.map(lambda x: split(x, 0), trajectory.carry),
     )
+    return minibatches, jax.tree.map(lambda x: split(x, 1), targets)

@@ -12,7 +12,7 @@ from ..agent import Agent
 from ..results import LossTerms
 from .modules import AbstractTrajectoryLoss, cut_lambda_at_episode_ends, require_value, transition_mask
 from .policy_gradient import clamped_importance_weights, policy_gradient_loss
-from .value_learning import varying_like
+from .value_learning import discounted_returns
 
 
 def vtrace(
@@ -26,6 +26,7 @@ def vtrace(
     rho_bar: ArrayLike = 1.0,
     c_bar: ArrayLike = 1.0,
     pg_rho_bar: ArrayLike = 1.0,
+    associative_scan: bool = False,
 ) -> tuple[Float[Array, " T"], Float[Array, " T"]]:
     """V-trace value targets and policy-gradient advantages along a trajectory.
 
@@ -56,6 +57,8 @@ def vtrace(
     - `rho_bar`: the truncation of the importance weights of the TD errors (> 0).
     - `c_bar`: the truncation of the trace coefficients (> 0).
     - `pg_rho_bar`: the truncation of the importance weights of the advantages (> 0).
+    - `associative_scan`: as in [`podrace.losses.discounted_returns`][], which runs the
+      backward recurrence of the corrections `v_s - values_s`.
 
     **Returns:**
 
@@ -65,14 +68,8 @@ def vtrace(
     rho = clamped_importance_weights(log_pi_t, log_mu_t, rho_bar)
     c = lambda_ * clamped_importance_weights(log_pi_t, log_mu_t, c_bar)
     deltas = rho * (r_t + discount_t * values[1:] - values[:-1])
-
-    def backward(next_correction, inputs):
-        delta, discount, trace = inputs
-        correction = delta + discount * trace * next_correction
-        return correction, correction
-
-    zero = varying_like(jnp.zeros((), values.dtype), deltas, discount_t, c)
-    _, corrections = jax.lax.scan(backward, zero, (deltas, discount_t, c), reverse=True)
+    zero = jnp.zeros((), values.dtype)
+    corrections = discounted_returns(deltas, discount_t * c, zero, associative_scan=associative_scan)
     targets = values[:-1] + corrections
     # `v_{s+1} - values_{s+1}` is the next step's correction, 0 after the last step.
     next_corrections = jnp.concatenate([corrections[1:], jnp.zeros_like(corrections[:1])])

@@ -7,14 +7,14 @@ from typing import Any, ClassVar, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative
 from ..agent import Agent
 from ..results import LossTerms
 from .policy_gradient import clamped_importance_weights, policy_gradient_loss
-from .value_learning import lambda_returns, varying_like
+from .value_learning import discounted_returns, lambda_returns
 
 
 class AbstractLoss(eqx.Module):
@@ -27,9 +27,37 @@ class AbstractLoss(eqx.Module):
 
     input_type: ClassVar[type[AbstractNetworkOutput]]
 
+    def targets(self, agent: Agent, trajectory: Trajectory) -> PyTree[Float[Array, "T B"]]:
+        """What the loss takes from a batch of trajectories once, before its gradient steps.
+
+        A [`podrace.Learner`][] with several epochs or minibatches calls it once per
+        update, with the parameters the update starts from (on device, those that
+        collected the batch; a host collector that overlaps acting with learning acts
+        one update behind), and splits the result along the environment axis with the
+        trajectories: each minibatch step then reads its share instead of recomputing
+        it (PPO's advantages and value targets). The default, for losses that recompute
+        everything in every step, is `None`.
+
+        **Arguments:**
+
+        - `agent`: the network with the parameters the update starts from, and its policy.
+        - `trajectory`: a time-major batch of trajectories `[T + 1, B]`.
+
+        **Returns:**
+
+        A pytree of time-major arrays `[T, B]`, one entry per transition, or `None`.
+        """
+        del agent, trajectory
+        return None
+
     @abc.abstractmethod
     def __call__(
-        self, agent: Agent, trajectory: Trajectory, *, axis_name: str | None = None
+        self,
+        agent: Agent,
+        trajectory: Trajectory,
+        *,
+        targets: PyTree[Float[Array, "T B"]] = None,
+        axis_name: str | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
         """The loss of a batch of trajectories.
 
@@ -37,6 +65,9 @@ class AbstractLoss(eqx.Module):
 
         - `agent`: the network whose parameters are being learnt, and its policy.
         - `trajectory`: a time-major batch of trajectories `[T + 1, B]`.
+        - `targets`: this batch's share of what `targets` returned for the batch it was
+            drawn from; `None` computes them here, from `agent` (the same, when `agent`
+            holds the parameters the update starts from).
         - `axis_name`: inside `shard_map`, the device axis the batch is split over (for
             statistics over the whole batch); `None` outside.
 
@@ -64,9 +95,16 @@ class AbstractTrajectoryLoss(AbstractLoss):
         """The loss of one unbatched trajectory `[T + 1]` and its named terms."""
 
     def __call__(
-        self, agent: Agent, trajectory: Trajectory, *, axis_name: str | None = None
+        self,
+        agent: Agent,
+        trajectory: Trajectory,
+        *,
+        targets: PyTree[Float[Array, "T B"]] = None,
+        axis_name: str | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
-        del axis_name  # a mean of equal shares: averaging over devices needs nothing here
+        # Nothing is computed ahead (`targets` is None); a mean of equal shares needs
+        # nothing from the other devices.
+        del targets, axis_name
         return mean_over_trajectories(lambda one: self.trajectory_loss(agent, one), trajectory)
 
 
@@ -202,15 +240,11 @@ def completed_episode_mask(trajectory: Trajectory) -> Float[Array, " T"]:
     the end of the rollout (or the reset step after an episode) gets 0.
     """
     is_last, is_first = trajectory.timestep.is_last[1:], trajectory.timestep.is_first[1:]
-
-    def backward(ends_later, inputs):
-        last, first = inputs
-        ends = ~first & (last | ends_later)  # a reset step starts another episode
-        return ends, ends
-
-    start = varying_like(jnp.asarray(False), is_last, is_first)
-    _, ends = jax.lax.scan(backward, start, (is_last, is_first), reverse=True)
-    return ends.astype(jnp.float32)
+    # ends_t = ~first_t & (last_t | ends_{t+1}) (a reset step starts another episode), as
+    # the recurrence ends_t = [~first_t & last_t] + [~first_t & ~last_t] * ends_{t+1} in {0, 1}.
+    return discounted_returns(
+        (~is_first & is_last).astype(jnp.float32), (~is_first & ~is_last).astype(jnp.float32), jnp.zeros(())
+    )
 
 
 @final

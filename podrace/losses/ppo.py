@@ -20,17 +20,20 @@ from .value_learning import generalized_advantage_estimation
 class PPOLoss(AbstractLoss):
     """Proximal policy optimisation: the clipped surrogate objective with GAE.
 
-    Advantages are generalised advantage estimates from the network's own values
-    (bootstrapping stopped on termination, one-step at a truncation), computed afresh
-    for every minibatch and, with `normalize_advantages`, standardised over it. The
-    policy term clips the ratio `pi / mu` of the learnt policy to the behaviour policy
-    to `[1 - clip_epsilon, 1 + clip_epsilon]`; the value head regresses the returns
-    `advantage + value`. Pair it with a [`podrace.Learner`][] with several epochs and
-    minibatches.
+    Advantages are generalised advantage estimates from the values of the parameters
+    the update starts from, those that collected the rollout (bootstrapping stopped on
+    termination, one-step at a truncation), computed once per update by
+    [`targets`][podrace.losses.PPOLoss.targets] before the epochs, and, with
+    `normalize_advantages`, standardised over each minibatch. The policy term clips
+    the ratio `pi / mu` of the learnt policy to the behaviour policy to
+    `[1 - clip_epsilon, 1 + clip_epsilon]`; the value head regresses the returns
+    `advantage + value` of those same values. Pair it with a
+    [`podrace.Learner`][] with several epochs and minibatches.
 
-    Reference: Schulman et al., "Proximal Policy Optimization Algorithms", 2017;
+    Reference: Schulman et al., "Proximal Policy Optimization Algorithms", 2017
+    (advantages computed once per rollout, then epochs of minibatch steps);
     Andrychowicz et al., "What Matters In On-Policy Reinforcement Learning?", ICLR 2021
-    (advantages recomputed each pass, per-minibatch normalisation, no value clipping).
+    (per-minibatch normalisation, no value clipping).
 
     **Arguments:**
 
@@ -40,6 +43,8 @@ class PPOLoss(AbstractLoss):
     - `value_coefficient`: the weight of the value term (>= 0).
     - `entropy_coefficient`: the weight of the entropy bonus (>= 0).
     - `normalize_advantages`: whether to standardise advantages over the minibatch.
+    - `associative_scan`: whether GAE runs as an associative (log-depth) scan rather
+        than a sequential one, see [`podrace.losses.discounted_returns`][].
     """
 
     discount: Float[Array, ""]
@@ -48,6 +53,7 @@ class PPOLoss(AbstractLoss):
     value_coefficient: Float[Array, ""]
     entropy_coefficient: Float[Array, ""]
     normalize_advantages: bool = eqx.field(static=True)
+    associative_scan: bool = eqx.field(static=True)
     input_type = AbstractPolicyOutput
 
     def __init__(
@@ -59,6 +65,7 @@ class PPOLoss(AbstractLoss):
         value_coefficient: ArrayLike = 0.5,
         entropy_coefficient: ArrayLike = 0.01,
         normalize_advantages: bool = True,
+        associative_scan: bool = False,
     ):
         self.discount = jnp.asarray(discount, jnp.float32)
         self.lambda_ = jnp.asarray(lambda_, jnp.float32)
@@ -66,6 +73,7 @@ class PPOLoss(AbstractLoss):
         self.value_coefficient = jnp.asarray(value_coefficient, jnp.float32)
         self.entropy_coefficient = jnp.asarray(entropy_coefficient, jnp.float32)
         self.normalize_advantages = normalize_advantages
+        self.associative_scan = associative_scan
 
     def __check_init__(self):
         check_in_unit_interval("PPOLoss", "discount", self.discount)
@@ -77,36 +85,76 @@ class PPOLoss(AbstractLoss):
     def check_output(self, output: AbstractNetworkOutput) -> None:
         require_value(self, output)
 
-    def __call__(
-        self, agent: Agent, trajectory: Trajectory, *, axis_name: str | None = None
-    ) -> tuple[Float[Array, ""], LossTerms]:
-        parts = jax.vmap(lambda t, p, c: self._parts(agent, Trajectory(t, p, c)), in_axes=(1, 1, 0))(
+    def targets(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, "T B"], Float[Array, "T B"]]:
+        """The advantages and the value targets of each transition, from `agent`'s values.
+
+        **Arguments:**
+
+        - `agent`: the network with the parameters the update starts from, and its policy.
+        - `trajectory`: a time-major batch of trajectories `[T + 1, B]`.
+
+        **Returns:**
+
+        The generalised advantage estimates and the returns `advantage + value`, each
+        `[T, B]` and constant (no gradient flows into them).
+        """
+
+        def of_one(timestep, policy_step, carry):
+            one = Trajectory(timestep, policy_step, carry)
+            return self._trajectory_targets(one, agent.outputs(one))
+
+        return jax.vmap(of_one, in_axes=(1, 1, 0), out_axes=1)(
             trajectory.timestep, trajectory.policy_step, trajectory.carry
         )
-        log_pi, log_mu, advantages, values, mask, entropy = (x.ravel() for x in parts)
-        returns = jax.lax.stop_gradient(advantages + values)
+
+    def __call__(
+        self,
+        agent: Agent,
+        trajectory: Trajectory,
+        *,
+        targets: tuple[Float[Array, "T B"], Float[Array, "T B"]] | None = None,
+        axis_name: str | None = None,
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        parts = jax.vmap(
+            lambda t, p, c, targets: self._parts(agent, Trajectory(t, p, c), targets), in_axes=(1, 1, 0, 1)
+        )(trajectory.timestep, trajectory.policy_step, trajectory.carry, targets)
+        log_pi, log_mu, advantages, returns, values, mask, entropy = (x.ravel() for x in parts)
         if self.normalize_advantages:
             advantages = _standardized(advantages, mask, axis_name)
         policy_loss = ppo_clipped_surrogate(log_pi, log_mu, advantages, self.clip_epsilon, weights=mask)
-        value_loss = 0.5 * jnp.mean(mask * jnp.square(returns - values))
+        value_loss = 0.5 * jnp.mean(mask * jnp.square(jax.lax.stop_gradient(returns) - values))
         entropy = jnp.mean(mask * entropy)
         loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
-    def _parts(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, " T"], ...]:
-        """Per transition: log pi, log mu, the advantage, the value, the mask and the entropy."""
+    def _trajectory_targets(
+        self, trajectory: Trajectory, outputs: AbstractNetworkOutput
+    ) -> tuple[Float[Array, " T"], Float[Array, " T"]]:
+        """The advantages and the returns of one trajectory, from the values in `outputs`."""
+        values = jax.lax.stop_gradient(require_value(self, outputs))
         timestep = trajectory.timestep
-        outputs = agent.outputs(trajectory)
-        values = require_value(self, outputs)
         advantages = generalized_advantage_estimation(
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
             lambda_=cut_lambda_at_episode_ends(self.lambda_, trajectory),
-            values=jax.lax.stop_gradient(values),
+            values=values,
+            associative_scan=self.associative_scan,
         )
+        return advantages, advantages + values[:-1]
+
+    def _parts(
+        self,
+        agent: Agent,
+        trajectory: Trajectory,
+        targets: tuple[Float[Array, " T"], Float[Array, " T"]] | None,
+    ) -> tuple[Float[Array, " T"], ...]:
+        """Per transition: log pi, log mu, the advantage, the return, the value, the mask and the entropy."""
+        outputs = agent.outputs(trajectory)
+        advantages, returns = self._trajectory_targets(trajectory, outputs) if targets is None else targets
+        values = require_value(self, outputs)
         log_pi, entropy = agent.log_prob_and_entropy(outputs, trajectory.policy_step.action)
         log_mu = trajectory.policy_step.log_prob
-        return log_pi, log_mu, advantages, values[:-1], transition_mask(trajectory), entropy
+        return log_pi, log_mu, advantages, returns, values[:-1], transition_mask(trajectory), entropy
 
 
 def _standardized(

@@ -6,7 +6,7 @@ from typing import cast, final
 import equinox as eqx
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from .._types import QValues, Trajectory
 from .._validation import check_in_unit_interval, check_positive
@@ -46,11 +46,14 @@ class AbstractQLoss(AbstractLoss):
         agent: Agent,
         trajectory: Trajectory,
         *,
+        targets: PyTree[Float[Array, "T B"]] = None,
         axis_name: str | None = None,
         target_network: AbstractNetwork | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
         """As [`podrace.losses.AbstractLoss`][], bootstrapping from `target_network` if given."""
-        del axis_name  # a mean of equal shares: averaging over devices needs nothing here
+        # Nothing is computed ahead (`targets` is None); a mean of equal shares needs
+        # nothing from the other devices.
+        del targets, axis_name
         return mean_over_trajectories(lambda one: self.trajectory_loss(agent, one, target_network), trajectory)
 
 

@@ -23,12 +23,16 @@ def lambda_returns(
     discount_t: Float[Array, " T"],
     v_t: Float[Array, " T"],
     lambda_: ArrayLike = 1.0,
+    *,
+    associative_scan: bool = False,
 ) -> Float[Array, " T"]:
     """Lambda-returns along a trajectory, bootstrapped from the last value.
 
     `G_t = r_t + discount_t * ((1 - lambda_t) * v_t + lambda_t * G_{t+1})`, with
     `G_{T+1} = v_T`. A `discount_t` of 0 (termination) stops bootstrapping; a `lambda_t`
-    of 0 (e.g. at a truncation) bootstraps from `v_t` alone.
+    of 0 (e.g. at a truncation) bootstraps from `v_t` alone. This is
+    [`podrace.losses.discounted_returns`][] of the rewards `r_t + discount_t * (1 -
+    lambda_t) * v_t` with the discounts `discount_t * lambda_t`.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 12.1.
 
@@ -38,22 +42,16 @@ def lambda_returns(
     - `discount_t`: discounts at times `1..T` (the agent's discount times the env's).
     - `v_t`: value estimates at times `1..T`.
     - `lambda_`: a scalar or one mixing coefficient per step, in [0, 1].
+    - `associative_scan`: as in [`podrace.losses.discounted_returns`][].
 
     **Returns:**
 
     The lambda-return targets for times `0..T-1`.
     """
     lambda_ = jnp.broadcast_to(jnp.asarray(lambda_, v_t.dtype), v_t.shape)
-
-    def backward(next_return, inputs):
-        reward, discount, value, lam = inputs
-        g = reward + discount * ((1 - lam) * value + lam * next_return)
-        return g, g
-
-    _, returns = jax.lax.scan(
-        backward, varying_like(v_t[-1], r_t, discount_t, lambda_), (r_t, discount_t, v_t, lambda_), reverse=True
+    return discounted_returns(
+        r_t + discount_t * (1 - lambda_) * v_t, discount_t * lambda_, v_t, associative_scan=associative_scan
     )
-    return returns
 
 
 def td_lambda(
@@ -90,15 +88,26 @@ def discounted_returns(
     r_t: Float[Array, " T"],
     discount_t: Float[Array, " T"],
     v_t: Float[Array, " T"] | Float[ArrayLike, ""],
+    *,
+    associative_scan: bool = False,
 ) -> Float[Array, " T"]:
     """Discounted returns along a trajectory, bootstrapped from the last value.
 
     `G_t = r_t + discount_t * G_{t+1}`, with `G_{T+1} = v_T`. A `discount_t` of 0
     (termination) restarts the sum there. This is [`podrace.losses.lambda_returns`][]
     with `lambda_ = 1`, so only `v_t[-1]` is used; a truncation inside the trajectory
-    needs a lambda of 0 at that step, which `lambda_returns` accepts.
+    needs a lambda of 0 at that step, which `lambda_returns` accepts. Every backward
+    recurrence of podrace's losses (lambda-returns, GAE, V-trace) is this one.
 
-    Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 3.3.
+    The recurrence runs as a sequential `lax.scan` of `T` steps, or, with
+    `associative_scan`, as `lax.associative_scan` over the affine maps
+    `G -> r_t + discount_t * G`, whose composition is associative: `O(log T)` steps
+    of more work each, which a GPU can run in parallel. The two agree up to float
+    rounding. On a CPU the sequential scan is the faster (see `benchmarks/README.md`).
+
+    Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 3.3;
+    Blelloch, "Prefix Sums and Their Applications", 1990 (first-order recurrences as
+    scans).
 
     **Arguments:**
 
@@ -106,6 +115,8 @@ def discounted_returns(
     - `discount_t`: discounts at times `1..T` (the agent's discount times the env's).
     - `v_t`: value estimates at times `1..T`, of which only the last is bootstrapped
       from; or a scalar, the value at time `T` (pass 0 for Monte Carlo returns).
+    - `associative_scan`: whether to run the recurrence as an associative scan
+      (log-depth) rather than a sequential one.
 
     **Returns:**
 
@@ -113,6 +124,14 @@ def discounted_returns(
     """
     v_t = jnp.asarray(v_t, r_t.dtype)
     bootstrap = v_t.reshape(-1)[-1]
+    if associative_scan:
+
+        def compose(later, earlier):
+            # Applying `later`'s map, then `earlier`'s: `G -> b + a * (b' + a' * G)`.
+            return earlier[0] * later[0], earlier[1] + earlier[0] * later[1]
+
+        scale, offset = jax.lax.associative_scan(compose, (discount_t, r_t), reverse=True)
+        return offset + scale * bootstrap
 
     def backward(next_return, inputs):
         reward, discount = inputs
@@ -178,6 +197,7 @@ def generalized_advantage_estimation(
     values: Float[Array, " T+1"],
     *,
     stop_target_gradients: bool = True,
+    associative_scan: bool = False,
 ) -> Float[Array, " T"]:
     """Generalized advantage estimates along a trajectory.
 
@@ -185,7 +205,9 @@ def generalized_advantage_estimation(
     `delta_t = r_t + discount_t * values_{t+1} - values_t` and `A_T = 0`. These are the
     [`podrace.losses.td_lambda`][] errors of `values`. A `discount_t` of 0 (termination)
     stops the sum and the bootstrap; at a truncation pass a discount of 1 and a `lambda_t`
-    of 0, so that the advantage there is the one-step TD error.
+    of 0, so that the advantage there is the one-step TD error. The recurrence is
+    [`podrace.losses.discounted_returns`][] of the TD errors with the discounts
+    `discount_t * lambda_t`, bootstrapped from 0.
 
     Reference: Schulman, Moritz, Levine, Jordan & Abbeel, "High-Dimensional Continuous
     Control Using Generalized Advantage Estimation", ICLR 2016.
@@ -198,6 +220,7 @@ def generalized_advantage_estimation(
     - `values`: value estimates at times `0..T`.
     - `stop_target_gradients`: whether the targets `A_t + values_t` are treated as
       constants, so that gradients flow only into `-values_t` (as in `td_lambda`).
+    - `associative_scan`: as in [`podrace.losses.discounted_returns`][].
 
     **Returns:**
 
@@ -205,14 +228,8 @@ def generalized_advantage_estimation(
     """
     lambda_ = jnp.broadcast_to(jnp.asarray(lambda_, values.dtype), r_t.shape)
     deltas = r_t + discount_t * values[1:] - values[:-1]
-
-    def backward(next_advantage, inputs):
-        delta, discount, lam = inputs
-        advantage = delta + discount * lam * next_advantage
-        return advantage, advantage
-
-    zero = varying_like(jnp.zeros((), values.dtype), deltas, discount_t, lambda_)
-    _, advantages = jax.lax.scan(backward, zero, (deltas, discount_t, lambda_), reverse=True)
+    zero = jnp.zeros((), values.dtype)
+    advantages = discounted_returns(deltas, discount_t * lambda_, zero, associative_scan=associative_scan)
     if stop_target_gradients:
         # Plus zero in value, minus one in gradient: only the prediction is learnt.
         predictions = values[:-1]
