@@ -22,6 +22,7 @@ import numpy as np
 
 from . import __version__, _cli_tasks as tasks, distributed
 from .checkpoint import Checkpointer
+from .compilation import enable_compilation_cache
 from .executors.evaluation import evaluate
 from .executors.population import Population, evaluate_population
 from .loggers import SINK_NAMES, make_sinks
@@ -193,6 +194,7 @@ def _add_train_parser(commands: Any) -> None:
         "--resume", action="store_true", help="go on from the latest checkpoint in --checkpoint-dir, as it was built"
     )
     output.add_argument("--show-settings", action="store_true", help="print the run's settings and exit")
+    _add_compilation_cache_flag(train)
     launch = train.add_argument_group(
         "multi-process launch (jax.distributed; every process runs the same command, process 0 prints)"
     )
@@ -218,7 +220,17 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate_.add_argument("--seed", type=int, default=0, help="seed of the evaluation")
     evaluate_.add_argument("--member", type=_non_negative_int, default=0, help="the population member of the video")
     evaluate_.add_argument("--video", type=pathlib.Path, help="write one episode to this .gif or .mp4")
+    _add_compilation_cache_flag(evaluate_)
     evaluate_.set_defaults(run=_evaluate)
+
+
+def _add_compilation_cache_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--compilation-cache",
+        type=pathlib.Path,
+        metavar="DIR",
+        help="keep the compiled programs in DIR, so that the next run loads them (podrace.enable_compilation_cache)",
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -437,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
     args = parser.parse_args(argv)
+    if args.compilation_cache is not None:
+        enable_compilation_cache(args.compilation_cache)
     try:
         return args.run(args)
     except (ValueError, ImportError, ConnectionError, FileNotFoundError) as error:

@@ -233,6 +233,20 @@ def test_the_launch_flags_go_together(capsys):
     assert "give all three" in capsys.readouterr().err
 
 
+def test_the_compilation_cache_flag_keeps_the_compiled_programs(tmp_path):
+    # In a new process: the cache is a setting of the whole process.
+    command = [sys.executable, "-m", "podrace.cli", "train", "catch", *TINY, "--output", str(tmp_path / "c.png")]
+    run = subprocess.run(
+        [*command, "--compilation-cache", str(tmp_path / "cache")],
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert any((tmp_path / "cache").iterdir())
+
+
 def test_the_member_keys_are_the_seeds():
     settings = dataclasses.replace(tasks.default_settings("catch", "a2c"), seed=5, seeds=3)
     keys = tasks.member_keys(settings)
