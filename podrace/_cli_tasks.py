@@ -9,7 +9,7 @@ the others start from the generic defaults.
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, final
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +56,7 @@ CORES = ("gru", "lstm")
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
 
+@final
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Every setting of a run; the defaults are the generic ones (see `TUNED`)."""
