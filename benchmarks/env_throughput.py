@@ -17,14 +17,15 @@ collector's steps per second over the bare loop's with the default vector env at
 
 import argparse
 import importlib.metadata
+import json
 import statistics
+import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Callable
 
 import gymnasium
-import gymnax
 import jax
 import numpy as np
 import optax
@@ -56,6 +57,8 @@ def podrace_program(env: pr.envs.AbstractEnv, num_envs: int, num_steps: int) -> 
 
 
 def gymnax_program(env_id: str, num_envs: int, num_steps: int) -> tuple[Callable, object]:
+    import gymnax  # here: importing it starts JAX's backends, which part 2's processes configure first
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         env, params = gymnax.make(env_id)
@@ -113,22 +116,28 @@ def jax_envs(num_steps: int, repeats: int) -> list[float]:
     return ratios
 
 
-def host_learner() -> pr.Learner:
+def host_learner(observation_size: int, num_actions: int) -> pr.Learner:
     torso_key, head_key = jax.random.split(jax.random.key(0))
     network = pr.networks.FeedForwardNetwork(
-        pr.networks.MLPTorso((4,), (64, 64), key=torso_key), pr.networks.QValueHead(64, 2, key=head_key)
+        pr.networks.MLPTorso((observation_size,), (64, 64), key=torso_key),
+        pr.networks.QValueHead(64, num_actions, key=head_key),
     )
     loss = pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9)
     return pr.Learner(network, pr.policies.EpsilonGreedy(0.05), loss, optax.adam(1e-3))
 
 
-def host_envs(num_envs: int, rollout: int, repeats: int, mode: str | None) -> float:
-    """Steps per second of the collector over the bare loop (median of interleaved rounds)."""
-    learner = host_learner()
+def host_envs(env_id: str, num_envs: int, rollout: int, repeats: int, mode: str | None) -> dict[str, float]:
+    """Steps per second of the collector, a hand-written split loop and the bare loop
+    (median of interleaved rounds)."""
+
+    def make_envs(num_envs: int) -> gymnasium.vector.VectorEnv:
+        return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
+
+    collector_envs = make_envs(num_envs)
+    learner = host_learner(collector_envs.single_observation_space.shape[0], int(collector_envs.single_action_space.n))
     behaviour = learner.agent(learner.init(jax.random.key(0)))
-    collector_envs = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
     collector = GymnasiumCollector(collector_envs, learner, rollout_length=rollout, key=jax.random.key(0), seed=0)
-    bare = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
+    bare = make_envs(num_envs)
     bare.reset(seed=0)
     bare.action_space.seed(0)
 
@@ -140,6 +149,8 @@ def host_envs(num_envs: int, rollout: int, repeats: int, mode: str | None) -> fl
         jax.block_until_ready(collector.collect(behaviour)[0])
 
     methods = {"collector": collect, "bare": bare_rollout}
+    if num_envs > 1:
+        methods["split"] = split_loop(make_envs, num_envs, collector, behaviour, rollout)
     for method in methods.values():
         method()
     seconds: dict[str, list[float]] = {name: [] for name in methods}
@@ -148,37 +159,102 @@ def host_envs(num_envs: int, rollout: int, repeats: int, mode: str | None) -> fl
             start = time.perf_counter()
             method()
             seconds[name].append(time.perf_counter() - start)
-    sps = {name: num_envs * rollout / statistics.median(values) for name, values in seconds.items()}
-    ratio = sps["collector"] / sps["bare"]
-    label = type(collector_envs).__name__
-    print(f"{label:<20} {num_envs:>5} {sps['collector']:>16.4g} {sps['bare']:>16.4g} {ratio:>6.3f}")
-    return ratio
+    return {name: num_envs * rollout / statistics.median(values) for name, values in seconds.items()}
+
+
+def split_loop(make_envs, num_envs: int, collector: GymnasiumCollector, behaviour, rollout: int) -> Callable:
+    """rlplay's double buffering, by hand: the batch in two vector envs, one half's
+    actions dispatched (asynchronously) before the other half steps. It records nothing,
+    so it bounds what a split collector could reach."""
+    actor = collector._actor
+    arrays = actor.arrays(behaviour)
+    halves = [make_envs(num_envs // 2), make_envs(num_envs - num_envs // 2)]
+    observations = [half.reset(seed=0)[0] for half in halves]
+    is_first = [np.ones(half.num_envs, bool) for half in halves]
+    carries = [actor.initial_carry(half.num_envs) for half in halves]
+    keys = [jax.random.key_data(key) for key in jax.random.split(jax.random.key(0))]
+
+    def act(h: int):
+        return actor(arrays, observations[h], carries[h], is_first[h], keys[h])
+
+    def run():
+        pending = [act(0), None]
+        for t in range(rollout):
+            pending[1] = act(1)
+            for h in (0, 1):
+                action, _, carries[h], keys[h] = pending[h]
+                observations[h], _, terminated, truncated, _ = halves[h].step(np.asarray(action))
+                is_first[h] = terminated | truncated
+                if h == 0 and t + 1 < rollout:
+                    pending[0] = act(0)
+
+    return run
+
+
+DISPATCH_MODES = ("async", "inline")
+HEADLINE_PREFIX = "host headline: "
+HOST_SETTINGS = [("CartPole-v1", None), ("CartPole-v1", "sync"), ("Acrobot-v1", None)]
+
+
+def host_part(args: argparse.Namespace) -> dict[str, float]:
+    """Part 2 in this process; prints its rows and returns the headline ratios."""
+    if args.host_part == "inline":
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    headline = {}
+    for env_id, mode in HOST_SETTINGS:
+        sizes = sorted({1, args.host_envs, 64}) if env_id == "CartPole-v1" else [args.host_envs]
+        for num_envs in sizes:
+            sps = host_envs(env_id, num_envs, args.rollout, args.repeats, mode)
+            ratio = sps["collector"] / sps["bare"]
+            split = f"{sps['split'] / sps['bare']:>6.3f}" if "split" in sps else f"{'':>6}"
+            kind = type(gymnasium.make_vec(env_id, num_envs=1, vectorization_mode=mode)).__name__
+            print(
+                f"{env_id:<12} {kind:<18} {args.host_part:<7} {num_envs:>5} {sps['collector']:>10.4g} "
+                f"{sps['bare']:>10.4g} {ratio:>6.3f} {split}",
+                flush=True,
+            )
+            if num_envs == args.host_envs and mode is None:
+                headline[env_id] = ratio
+    return headline
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Environment throughput: podrace vs gymnax, collector vs bare loop.")
     parser.add_argument("--steps", type=int, default=200_000, help="env steps per call (batch x length), part 1")
     parser.add_argument("--repeats", type=int, default=10, help="timed rounds")
-    parser.add_argument("--host-envs", type=int, default=16, help="vector env size for the headline ratio, part 2")
+    parser.add_argument("--host-envs", type=int, default=16, help="vector env size for the headline ratios, part 2")
     parser.add_argument("--rollout", type=int, default=64, help="steps per collector rollout, part 2")
+    parser.add_argument("--host-part", choices=DISPATCH_MODES, help=argparse.SUPPRESS)  # part 2's subprocesses
     args = parser.parse_args(argv)
+    if args.host_part is not None:
+        print(HEADLINE_PREFIX + json.dumps(host_part(args)))
+        return 0
     versions = {name: importlib.metadata.version(name) for name in ("jax", "gymnax", "gymnasium")}
     print(", ".join(f"{name} {version}" for name, version in versions.items()), f"on {jax.devices()[0]}")
 
     print("\n# JAX envs: random actions, auto-reset, one compiled program")
     ratios = jax_envs(args.steps, args.repeats)
 
-    print("\n# Gymnasium CartPole-v1 on the host: collector (MLP policy) vs bare loop (random actions)")
-    print(f"{'vector env':<20} {'envs':>5} {'collector steps/s':>16} {'bare steps/s':>16} {'ratio':>6}")
-    headline = None
-    for mode in (None, "sync"):
-        for num_envs in sorted({1, args.host_envs, 64}):
-            ratio = host_envs(num_envs, args.rollout, args.repeats, mode)
-            if mode is None and num_envs == args.host_envs:
-                headline = ratio
+    print("\n# Gymnasium on the host: collector (MLP policy), split loop (hand-written) and bare loop (random actions)")
+    print(
+        f"{'env':<12} {'vector env':<18} {'XLA CPU':<7} {'envs':>5} {'collector':>10} {'bare':>10} "
+        f"{'ratio':>6} {'split':>6}"
+    )
+    headlines = {}
+    for mode in DISPATCH_MODES:  # each in a fresh process: JAX reads the setting when it starts its CPU client
+        command = [sys.executable, __file__, "--host-part", mode, *(argv if argv is not None else sys.argv[1:])]
+        output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+        rows = output.splitlines()
+        print("\n".join(row for row in rows if not row.startswith(HEADLINE_PREFIX)), flush=True)
+        headlines[mode] = json.loads(rows[-1].removeprefix(HEADLINE_PREFIX))
 
     geometric_mean = float(np.exp(np.mean(np.log(ratios))))
-    print(f"ratio_vs_gymnax={geometric_mean:.3f} ratio_collector_overhead={headline:.3f}")
+    print(
+        f"ratio_vs_gymnax={geometric_mean:.3f} ratio_collector_overhead={headlines['async']['CartPole-v1']:.3f} "
+        f"ratio_costly_env={headlines['async']['Acrobot-v1']:.3f} "
+        f"ratio_collector_overhead_inline={headlines['inline']['CartPole-v1']:.3f} "
+        f"ratio_costly_env_inline={headlines['inline']['Acrobot-v1']:.3f}"
+    )
     return 0
 
 

@@ -13,6 +13,9 @@ one, and the next `step` call ignores its action and returns the first observati
 a new episode with reward 0. This is podrace's [`podrace.envs.AutoReset`][]
 convention, so `is_first` at step `t` is `is_last` at step `t - 1`.
 
+On a CPU, `jax.config.update("jax_cpu_enable_async_dispatch", False)` before JAX's
+first computation makes each step's policy call cheaper (see the concepts page).
+
 Requires the `gymnasium` extra: `pip install 'podrace[gymnasium]'`.
 """
 
@@ -122,7 +125,7 @@ class _HostObservations:
         self, observation: np.ndarray, action: np.ndarray, reward: np.ndarray, is_first: np.ndarray
     ) -> np.ndarray | ObservationActionReward:
         if not self._reads_action_reward:
-            return np.asarray(observation)
+            return observation
         first = is_first.reshape(is_first.shape + (1,) * (self._zero_action.ndim - 1))
         action = np.where(first, self._zero_action, np.asarray(action, self._zero_action.dtype))
         reward = np.where(is_first, 0.0, reward).astype(np.float32)
@@ -206,10 +209,21 @@ class _EpisodeTracker:
         self.returns = np.zeros(num_envs)
         self.lengths = np.zeros(num_envs, np.int64)
 
-    def record(self, timestep: "_HostStep") -> None:
+    def record(self, is_first: np.ndarray, reward: np.ndarray) -> None:
         """Adds a step; a reset step (`is_first`) starts a new episode at 0."""
-        self.returns = np.where(timestep.is_first, 0.0, self.returns + timestep.reward)
-        self.lengths = np.where(timestep.is_first, 0, self.lengths + 1)
+        self.returns = np.where(is_first, 0.0, self.returns + reward)
+        self.lengths = np.where(is_first, 0, self.lengths + 1)
+
+    def record_rollout(self, timesteps: "_HostStep") -> EpisodeStatistics:
+        """Adds a rollout's steps `[T + 1, B]` after its first row (the previous rollout's
+        last); returns the episodes that ended in them."""
+        returns, lengths = [], []
+        for t in range(1, len(timesteps.reward)):
+            self.record(timesteps.is_first[t], timesteps.reward[t])
+            is_last = timesteps.terminated[t] | timesteps.truncated[t]
+            returns.append(self.returns[is_last])
+            lengths.append(self.lengths[is_last])
+        return EpisodeStatistics(np.concatenate(returns), np.concatenate(lengths))
 
 
 @final
@@ -265,7 +279,7 @@ class GymnasiumCollector:
     @property
     def timestep(self) -> TimeStep:
         """The latest time steps of the environments (leading axis `B`)."""
-        return jax.tree.map(lambda x: x[0], _stack_timesteps([self._timestep]))
+        return self._timestep.on_device()
 
     def collect(self, agent: Agent) -> tuple[Trajectory, EpisodeStatistics]:
         """One rollout acting with `agent`.
@@ -280,30 +294,25 @@ class GymnasiumCollector:
         episodes that ended during the rollout.
         """
         arrays = self._actor.arrays(agent)
-        carry_before = self._carry
-        timesteps, policy_steps = [self._timestep], []
-        ended_returns, ended_lengths = [], []
-        timestep, carry, key_data = self._timestep, self._carry, self._key_data
-        for _ in range(self.rollout_length):
-            action, policy_step, carry, key_data = self._actor(
-                arrays, timestep.observation, carry, timestep.is_first, key_data
-            )
+        rollout = _RolloutBuffer(self._timestep, self.rollout_length)
+        policy_steps = []
+        observation, is_first, is_last = self._timestep.observation, self._timestep.is_first, self._timestep.is_last
+        carry, key_data = self._carry, self._key_data
+        for t in range(1, self.rollout_length + 1):
+            action, policy_step, carry, key_data = self._actor(arrays, observation, carry, is_first, key_data)
             policy_steps.append(policy_step)
             action = np.asarray(action)
             observation, reward, terminated, truncated, _ = self.envs.step(action)
-            observation = self._observations(observation, action, reward, timestep.is_last)
-            timestep = _host_timestep(observation, reward, terminated, truncated, timestep.is_last)
-            timesteps.append(timestep)
-            self._episodes.record(timestep)
-            ended_returns.append(self._episodes.returns[timestep.is_last])
-            ended_lengths.append(self._episodes.lengths[timestep.is_last])
-        self._timestep, self._carry, self._key_data = timestep, carry, key_data
+            is_first, is_last = is_last, terminated | truncated
+            observation = self._observations(observation, action, reward, is_first)
+            rollout.record(t, observation, reward, terminated, truncated)
+        timesteps = rollout.timesteps()
         trajectory = Trajectory(
-            timestep=_stack_timesteps(timesteps),
-            policy_step=_stack_on_device(policy_steps),
-            carry=carry_before,
+            timestep=timesteps.on_device(), policy_step=_stack_on_device(policy_steps), carry=self._carry
         )
-        return trajectory, EpisodeStatistics(np.concatenate(ended_returns), np.concatenate(ended_lengths))
+        self._timestep = timesteps.at(-1)
+        self._carry, self._key_data = carry, key_data
+        return trajectory, self._episodes.record_rollout(timesteps)
 
     def close(self) -> None:
         """Closes the environments."""
@@ -326,6 +335,17 @@ class _HostStep:
     def is_last(self) -> np.ndarray:
         return self.terminated | self.truncated
 
+    def at(self, index: int) -> "_HostStep":
+        """The time steps at `index` of a leading (time) axis."""
+        return _HostStep(*(jax.tree.map(lambda x: x[index], field) for field in self._fields()))
+
+    def on_device(self) -> TimeStep:
+        """The time steps as a [`podrace.TimeStep`][] on the default device, one transfer a leaf."""
+        return TimeStep(*(jax.tree.map(jnp.asarray, field) for field in self._fields()))
+
+    def _fields(self) -> list[Any]:
+        return [getattr(self, field.name) for field in dataclasses.fields(self)]
+
 
 def _host_timestep(observation, reward, terminated, truncated, is_first) -> _HostStep:
     terminated = np.asarray(terminated, bool)
@@ -341,6 +361,48 @@ def _host_timestep(observation, reward, terminated, truncated, is_first) -> _Hos
     )
 
 
+@final
+class _RolloutBuffer:
+    """The time steps of one rollout, `[T + 1, B]` NumPy arrays filled in place; row 0 is
+    the last time step of the previous rollout."""
+
+    def __init__(self, first: _HostStep, rollout_length: int):
+        def buffer(x: np.ndarray | Array) -> np.ndarray:
+            rows = np.empty((rollout_length + 1, *np.shape(x)), np.asarray(x).dtype)
+            rows[0] = x
+            return rows
+
+        self._observation = jax.tree.map(buffer, first.observation)
+        self._observation_leaves = jax.tree.leaves(self._observation)
+        self._reward, self._terminated, self._truncated = map(buffer, (first.reward, first.terminated, first.truncated))
+        self._is_first = first.is_first
+
+    def record(
+        self,
+        t: int,
+        observation: PyTree[np.ndarray | Array],
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> None:
+        """Writes step `t`'s arrays, as the vector env returned them."""
+        if isinstance(observation, np.ndarray):
+            self._observation_leaves[0][t] = observation
+        else:
+            for rows, leaf in zip(self._observation_leaves, jax.tree.leaves(observation), strict=True):
+                rows[t] = leaf
+        self._reward[t], self._terminated[t], self._truncated[t] = reward, terminated, truncated
+
+    def timesteps(self) -> _HostStep:
+        """The rollout's time steps, with podrace's flags: `truncated` only where not
+        `terminated`, `is_first` where the step before was last, discount 0 on termination."""
+        terminated = self._terminated.astype(bool)
+        truncated = self._truncated.astype(bool) & ~terminated
+        is_first = np.concatenate([self._is_first[None], (terminated | truncated)[:-1]])
+        discount = np.where(terminated, 0.0, 1.0).astype(np.float32)
+        return _HostStep(self._observation, self._reward.astype(np.float32), discount, is_first, terminated, truncated)
+
+
 @jax.jit
 def _stack_on_device(steps: list[PolicyStep]) -> PolicyStep:
     """The policy steps `[T, B]`, stacked in one dispatch."""
@@ -352,24 +414,6 @@ def _first_timestep(observation: PyTree[np.ndarray | Array]) -> _HostStep:
     num_envs = len(jax.tree.leaves(observation)[0])
     no = np.zeros(num_envs, bool)
     return _host_timestep(observation, np.zeros(num_envs), no, no, np.ones(num_envs, bool))
-
-
-def _stack(leaves: tuple[np.ndarray | Array, ...]) -> Array:
-    """Host arrays stacked on the host and sent in one transfer; arrays already on the
-    device (the observations built for a network that reads the previous action and
-    reward) stacked there."""
-    if isinstance(leaves[0], jax.Array):
-        return jnp.stack(leaves)
-    return jnp.asarray(np.stack(leaves))
-
-
-def _stack_timesteps(steps: list[_HostStep]) -> TimeStep:
-    """The time steps `[T + 1, B]` on the default device."""
-    fields = (
-        jax.tree.map(lambda *leaves: _stack(leaves), *[getattr(step, field.name) for step in steps])
-        for field in dataclasses.fields(_HostStep)
-    )
-    return TimeStep(*fields)
 
 
 @final
@@ -528,7 +572,7 @@ def evaluate_on_host(
         observation, reward, terminated, truncated, _ = envs.step(action)
         observation = observations(observation, action, reward, timestep.is_last)
         timestep = _host_timestep(observation, reward, terminated, truncated, timestep.is_last)
-        episodes.record(timestep)
+        episodes.record(timestep.is_first, timestep.reward)
         for i in np.flatnonzero(timestep.is_last):
             if len(results[i]) < quota[i]:
                 results[i].append((float(episodes.returns[i]), int(episodes.lengths[i]), True))
