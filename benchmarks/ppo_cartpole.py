@@ -72,13 +72,11 @@ def ppo_time_to_solve(seed: int) -> dict[str, Any]:
     history = []
     mean_return, steps = 0.0, 0
     while mean_return < THRESHOLD and steps < MAX_ENV_STEPS:
-        state = pipeline.train(state, num_updates=updates_per_chunk).state
         steps += updates_per_chunk * pipeline.frames_per_update
-        network = learner.network_with(state.learner.params)
-        evaluation = pr.evaluate(
-            env, network, pr.policies.Categorical(), num_episodes=EVAL_EPISODES, key=jax.random.key(steps)
-        )
-        mean_return = float(evaluation.mean_return)
+        # The chunk and its evaluation in one compiled program.
+        evaluation = pr.Evaluation(pr.policies.Categorical(), num_episodes=EVAL_EPISODES, key=jax.random.key(steps))
+        result = pipeline.train(state, num_updates=updates_per_chunk, evaluation=evaluation)
+        state, mean_return = result.state, float(result.evaluation.mean_return)
         history.append((steps, round(time.perf_counter() - start, 3), mean_return))
     return {
         "library": "podrace",

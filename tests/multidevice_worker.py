@@ -84,9 +84,16 @@ def run_anakin(out: pathlib.Path, num_envs: int) -> None:
     pipeline = build(num_envs)
     state = pipeline.init(jax.random.key(0))
     before = shard_shapes(state.envs.episode_return)
-    result = pipeline.train(state, num_updates=NUM_UPDATES)
+    evaluation = pr.Evaluation(pipeline.learner.policy, num_episodes=4, key=jax.random.key(3), max_steps=30)
+    result = pipeline.train(state, num_updates=NUM_UPDATES, evaluation=evaluation)
+    network = pipeline.learner.network_at(result.state.learner)
+    alone = pr.evaluate(
+        pipeline.evaluation_env, network, evaluation.policy, num_episodes=4, key=evaluation.key, max_steps=30
+    )
     np.savez(
         out / "anakin.npz",
+        evaluation=np.asarray(result.evaluation.returns),
+        evaluation_alone=np.asarray(alone.returns),
         num_devices=pipeline.num_devices,
         device_count=jax.device_count(),
         shards_before=before,

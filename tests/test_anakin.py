@@ -240,6 +240,40 @@ def test_train_traces_once():
     assert TRACES.count > traces
 
 
+def test_evaluation_in_the_training_program_equals_evaluate_and_does_not_retrace():
+    pipeline = _pipeline()
+    state = pipeline.init(jax.random.key(8))
+    policy = pr.policies.Softmax(1.0)
+    first = pipeline.train(
+        state,
+        num_updates=NUM_UPDATES,
+        evaluation=pr.Evaluation(policy, num_episodes=5, key=jax.random.key(1), max_steps=20),
+    )
+    traces = TRACES.count
+    second = pipeline.train(
+        state,
+        num_updates=NUM_UPDATES,
+        evaluation=pr.Evaluation(policy, num_episodes=5, key=jax.random.key(2), max_steps=20),
+    )
+    assert TRACES.count == traces
+    helpers.assert_trees_close(second.state, first.state, rtol=0, atol=0)
+    network = pipeline.learner.network_at(first.state.learner)
+    for key, result in ((1, first), (2, second)):
+        alone = pr.evaluate(
+            pipeline.evaluation_env, network, policy, num_episodes=5, key=jax.random.key(key), max_steps=20
+        )
+        helpers.assert_trees_close(result.evaluation, alone, rtol=0, atol=0)
+    assert pipeline.train(state, num_updates=NUM_UPDATES).evaluation is None
+    with pytest.raises(ValueError, match="num_episodes"):
+        pr.Evaluation(policy, num_episodes=0, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="Categorical"):
+        pipeline.train(
+            state,
+            num_updates=NUM_UPDATES,
+            evaluation=pr.Evaluation(pr.policies.Categorical(), num_episodes=1, key=jax.random.key(0)),
+        )
+
+
 def test_changing_an_array_hyperparameter_does_not_retrace():
     pipeline = _pipeline()
     state = pipeline.init(jax.random.key(7))
@@ -303,6 +337,12 @@ def test_two_devices_equal_one_device(multidevice_runs):
     for name in params:
         np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5, atol=1e-6)
+
+
+def test_evaluation_in_the_training_program_on_one_and_two_devices(multidevice_runs):
+    for runs in (multidevice_runs.one_device, multidevice_runs.two_devices):
+        run = _load(runs / "anakin.npz")
+        np.testing.assert_array_equal(run["evaluation"], run["evaluation_alone"])
 
 
 def test_two_device_env_batch_is_sharded(multidevice_runs):

@@ -24,7 +24,8 @@ from ..agent import Agent
 from ..envs import AbstractEnv, AutoReset
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
-from ..results import TrainMetrics
+from ..results import EvaluationResult, TrainMetrics
+from .evaluation import Evaluation, check_evaluation_fits
 
 
 @final
@@ -76,10 +77,13 @@ class TrainResult(eqx.Module):
 
     - `state`: the state after the last update, to pass to the next call.
     - `metrics`: one entry per update (leading axis `num_updates`).
+    - `evaluation`: the episodes of the call's [`podrace.Evaluation`][], played with the
+        network of `state`; `None` without one.
     """
 
     state: AnakinState
     metrics: TrainMetrics
+    evaluation: EvaluationResult | None = None
 
 
 def rollout(
@@ -299,7 +303,7 @@ class Anakin(eqx.Module):
             lambda local: PartitionSpec(axis) if local else PartitionSpec(), self.learner.device_local(learner_state)
         )
 
-    def train(self, state: AnakinState, *, num_updates: int) -> TrainResult:
+    def train(self, state: AnakinState, *, num_updates: int, evaluation: Evaluation | None = None) -> TrainResult:
         """Runs `num_updates` rollouts and updates in one compiled call.
 
         With a learner's `check_nans`, the call waits for its result and a non-finite
@@ -309,27 +313,42 @@ class Anakin(eqx.Module):
 
         - `state`: from `init` or a previous call.
         - `num_updates`: updates in this call (a compile-time constant).
+        - `evaluation`: episodes for the trained network to play at the end of the
+            call, in the same program (in the environment without its auto-reset).
 
         **Returns:**
 
-        The new state and the metrics of each update.
+        The new state, the metrics of each update and the evaluation's episodes.
         """
         check_positive_int("Anakin.train", "num_updates", num_updates)
+        if evaluation is not None:
+            check_evaluation_fits(self.evaluation_env, self.learner.network, evaluation.policy)
         if not self.learner.check_nans:
-            return self._train(state, num_updates=num_updates)
+            return self._train(state, evaluation, num_updates=num_updates)
         try:
-            return jax.block_until_ready(self._train(state, num_updates=num_updates))
+            return jax.block_until_ready(self._train(state, evaluation, num_updates=num_updates))
         except eqx.EquinoxRuntimeError as error:
             raise_non_finite_loss(error)
             raise
 
+    @property
+    def evaluation_env(self) -> AbstractEnv:
+        """The environment without its auto-reset, where evaluations play whole episodes."""
+        assert isinstance(self.env, AutoReset)
+        return self.env.env
+
     @eqx.filter_jit
-    def _train(self, state: AnakinState, *, num_updates: int) -> TrainResult:
+    def _train(self, state: AnakinState, evaluation: Evaluation | None, *, num_updates: int) -> TrainResult:
+        state, metrics = self._train_steps(state, num_updates)
+        if evaluation is None:
+            return TrainResult(state, metrics)
+        return TrainResult(state, metrics, evaluation.play(self.evaluation_env, self.learner.network_at(state.learner)))
+
+    def _train_steps(self, state: AnakinState, num_updates: int) -> tuple[AnakinState, TrainMetrics]:
         if self.num_devices == 1:
-            state, metrics = train_steps(
+            return train_steps(
                 self.env, self.learner, state, rollout_length=self.rollout_length, num_updates=num_updates
             )
-            return TrainResult(state, metrics)
 
         (axis,) = self.mesh.axis_names
         dynamic, static = eqx.partition((self.env, self.learner), eqx.is_array)
@@ -353,4 +372,4 @@ class Anakin(eqx.Module):
             in_specs=(replicated, learner_specs, split),
             out_specs=(learner_specs, split, replicated),
         )(dynamic, state.learner, state.envs)
-        return TrainResult(AnakinState(learner_state, envs), metrics)
+        return AnakinState(learner_state, envs), metrics

@@ -1,6 +1,6 @@
 """Evaluating a policy: returns and lengths of whole episodes, in JAX or Gymnasium envs."""
 
-from typing import Any
+from typing import Any, final
 
 import equinox as eqx
 import jax
@@ -59,16 +59,57 @@ def evaluate(
     check_positive_int("evaluate", "num_episodes", num_episodes)
     check_positive_int("evaluate", "max_steps", max_steps)
     if isinstance(env, AbstractEnv):
-        observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
-        check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
+        check_evaluation_fits(env, network, policy)
         return _evaluate_jax(env, network, policy, key, num_episodes=num_episodes, max_steps=max_steps)
     return evaluate_on_host(env, network, policy, num_episodes=num_episodes, key=key, max_steps=max_steps, seed=seed)
 
 
-@eqx.filter_jit
-def _evaluate_jax(
+@final
+class Evaluation(eqx.Module):
+    """Episodes to play at the end of a [`podrace.Anakin.train`][] call, in the same compiled program.
+
+    The trained network plays `num_episodes` whole episodes with `policy`, as
+    [`podrace.evaluate`][] plays them (the same episodes for the same key), and the call
+    returns them in its `evaluation`. Evaluating inside the training program saves
+    compiling a second program. The key is an array, so a new key each call does not
+    recompile.
+
+    **Arguments:**
+
+    - `policy`: the policy over the network's outputs (e.g. [`podrace.policies.Greedy`][]).
+    - `num_episodes`: how many episodes.
+    - `key`: the policy's and the environment's randomness.
+    - `max_steps`: the step budget per episode.
+    """
+
+    policy: AbstractPolicy
+    key: PRNGKeyArray
+    num_episodes: int = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True)
+
+    def __init__(self, policy: AbstractPolicy, *, num_episodes: int, key: PRNGKeyArray, max_steps: int = 10_000):
+        check_positive_int("Evaluation", "num_episodes", num_episodes)
+        check_positive_int("Evaluation", "max_steps", max_steps)
+        self.policy, self.key, self.num_episodes, self.max_steps = policy, key, num_episodes, max_steps
+
+    def play(self, env: AbstractEnv, network: AbstractNetwork) -> EvaluationResult:
+        """The episodes, traced into the caller's program."""
+        return play_episodes(
+            env, network, self.policy, self.key, num_episodes=self.num_episodes, max_steps=self.max_steps
+        )
+
+
+def check_evaluation_fits(env: AbstractEnv, network: AbstractNetwork, policy: AbstractPolicy) -> None:
+    """Checks, as [`podrace.Anakin`][] does, that the policy and network fit a bare JAX env."""
+    observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+    check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
+
+
+def play_episodes(
     env: AbstractEnv, network: AbstractNetwork, policy: AbstractPolicy, key: PRNGKeyArray, *, num_episodes, max_steps
 ) -> EvaluationResult:
+    """`num_episodes` episodes side by side, one environment each (to be traced: see `evaluate`)."""
+
     def episode(key):
         reset_key, key = jax.random.split(key)
         state, timestep = env.reset(reset_key)
@@ -92,3 +133,6 @@ def _evaluate_jax(
 
     returns, lengths, completed = jax.vmap(episode)(jax.random.split(key, num_episodes))
     return EvaluationResult(returns, lengths, completed)
+
+
+_evaluate_jax = eqx.filter_jit(play_episodes)

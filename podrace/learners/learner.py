@@ -266,11 +266,12 @@ class Learner(AbstractLearner[LearnerState]):
             )
             return (params, opt_state), metrics
 
-        key, shuffle_key = jax.random.split(state.key)
         if self.num_epochs == 1 and self.num_minibatches == 1:
             # The one step has the parameters the update starts from: the loss computes its targets itself.
+            key = state.key
             (params, opt_state), metrics = step((state.params, state.opt_state), (trajectory, None))
         else:
+            key, shuffle_key = jax.random.split(state.key)
             targets = self.loss.targets(self.agent(state), trajectory)
             minibatches = jax.vmap(
                 lambda key: shuffled_minibatches(
