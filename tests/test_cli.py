@@ -251,3 +251,17 @@ def test_the_member_keys_are_the_seeds():
     settings = dataclasses.replace(tasks.default_settings("catch", "a2c"), seed=5, seeds=3)
     keys = tasks.member_keys(settings)
     assert [int(jax.random.key_data(key)[-1]) for key in keys] == [5, 6, 7]
+
+
+@pytest.mark.parametrize(
+    ("env", "algo", "changes"),
+    [("cartpole", "ppo", {}), ("pendulum", "ppo", {}), ("catch", "a2c", {"core": "gru"}), ("catch", "dqn", {})],
+)
+def test_the_network_built_in_one_program_equals_the_eager_one(env, algo, changes):
+    settings = dataclasses.replace(tasks.default_settings(env, algo), **changes)
+    spaces = tasks.env_spaces(tasks.make_env(env))
+    key = jax.random.key(3)
+    compiled = tasks.make_network(settings, spaces, key)
+    eager = tasks.make_network.__wrapped__(settings, spaces, key)
+    assert type(compiled) is type(eager)
+    helpers.assert_trees_close(compiled, eager, rtol=0, atol=0)
