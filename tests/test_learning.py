@@ -73,7 +73,13 @@ CATCH_SWAPS: dict[str, tuple[str, dict]] = {
 }
 
 
-@pytest.mark.parametrize("name", CATCH_SWAPS)
+# The two slowest on two cores run in the slow session, with the paper's TD(lambda) agent.
+SLOW_CATCH_SWAPS = ("td-lambda", "q-learning")
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_CATCH_SWAPS else name for name in CATCH_SWAPS]
+)
 def test_swapping_the_loss_still_learns_catch(name):
     algo, changes = CATCH_SWAPS[name]
     _assert_defaults_solve("catch", algo, **changes)
