@@ -31,7 +31,7 @@ import numpy as np
 import optax
 
 import podrace as pr
-from podrace.executors.host import GymnasiumCollector
+from podrace.executors.host import GymnasiumCollector, space_from_gymnasium
 
 
 BATCH_SIZES = (1, 128, 4096)
@@ -134,7 +134,9 @@ def host_envs(env_id: str, num_envs: int, rollout: int, repeats: int, mode: str 
         return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
 
     collector_envs = make_envs(num_envs)
-    learner = host_learner(collector_envs.single_observation_space.shape[0], int(collector_envs.single_action_space.n))
+    actions = space_from_gymnasium(collector_envs.single_action_space)
+    assert isinstance(actions, pr.Discrete)
+    learner = host_learner(int(np.prod(collector_envs.single_observation_space.shape or ())), actions.num_values)
     behaviour = learner.agent(learner.init(jax.random.key(0)))
     collector = GymnasiumCollector(collector_envs, learner, rollout_length=rollout, key=jax.random.key(0), seed=0)
     bare = make_envs(num_envs)

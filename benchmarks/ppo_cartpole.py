@@ -76,6 +76,7 @@ def ppo_time_to_solve(seed: int) -> dict[str, Any]:
         # The chunk and its evaluation in one compiled program.
         evaluation = pr.Evaluation(pr.policies.Categorical(), num_episodes=EVAL_EPISODES, key=jax.random.key(steps))
         result = pipeline.train(state, num_updates=updates_per_chunk, evaluation=evaluation)
+        assert result.evaluation is not None
         state, mean_return = result.state, float(result.evaluation.mean_return)
         history.append((steps, round(time.perf_counter() - start, 3), mean_return))
     return {
