@@ -25,7 +25,7 @@ from ..envs import AbstractEnv, AutoReset
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
 from ..results import EvaluationResult, TrainMetrics
-from .evaluation import Evaluation, check_evaluation_fits
+from .evaluation import Evaluation
 
 
 @final
@@ -321,8 +321,6 @@ class Anakin(eqx.Module):
         The new state, the metrics of each update and the evaluation's episodes.
         """
         check_positive_int("Anakin.train", "num_updates", num_updates)
-        if evaluation is not None:
-            check_evaluation_fits(self.evaluation_env, self.learner.network, evaluation.policy)
         if not self.learner.check_nans:
             return self._train(state, evaluation, num_updates=num_updates)
         try:

@@ -59,7 +59,6 @@ def evaluate(
     check_positive_int("evaluate", "num_episodes", num_episodes)
     check_positive_int("evaluate", "max_steps", max_steps)
     if isinstance(env, AbstractEnv):
-        check_evaluation_fits(env, network, policy)
         return _evaluate_jax(env, network, policy, key, num_episodes=num_episodes, max_steps=max_steps)
     return evaluate_on_host(env, network, policy, num_episodes=num_episodes, key=key, max_steps=max_steps, seed=seed)
 
@@ -99,16 +98,16 @@ class Evaluation(eqx.Module):
         )
 
 
-def check_evaluation_fits(env: AbstractEnv, network: AbstractNetwork, policy: AbstractPolicy) -> None:
-    """Checks, as [`podrace.Anakin`][] does, that the policy and network fit a bare JAX env."""
-    observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
-    check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
-
-
 def play_episodes(
     env: AbstractEnv, network: AbstractNetwork, policy: AbstractPolicy, key: PRNGKeyArray, *, num_episodes, max_steps
 ) -> EvaluationResult:
-    """`num_episodes` episodes side by side, one environment each (to be traced: see `evaluate`)."""
+    """`num_episodes` episodes side by side, one environment each (to be traced: see `evaluate`).
+
+    The policy and network are checked to fit the env, as [`podrace.Anakin`][] checks
+    them, while the program is traced: once per compilation, not on every call.
+    """
+    observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+    check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
 
     def episode(key):
         reset_key, key = jax.random.split(key)

@@ -218,11 +218,11 @@ class _EpisodeTracker:
         """Adds a rollout's steps `[T + 1, B]` after its first row (the previous rollout's
         last); returns the episodes that ended in them."""
         returns, lengths = [], []
+        is_last = timesteps.is_last
         for t in range(1, len(timesteps.reward)):
             self.record(timesteps.is_first[t], timesteps.reward[t])
-            is_last = timesteps.terminated[t] | timesteps.truncated[t]
-            returns.append(self.returns[is_last])
-            lengths.append(self.lengths[is_last])
+            returns.append(self.returns[is_last[t]])
+            lengths.append(self.lengths[is_last[t]])
         return EpisodeStatistics(np.concatenate(returns), np.concatenate(lengths))
 
 
@@ -394,13 +394,9 @@ class _RolloutBuffer:
         self._reward[t], self._terminated[t], self._truncated[t] = reward, terminated, truncated
 
     def timesteps(self) -> _HostStep:
-        """The rollout's time steps, with podrace's flags: `truncated` only where not
-        `terminated`, `is_first` where the step before was last, discount 0 on termination."""
-        terminated = self._terminated.astype(bool)
-        truncated = self._truncated.astype(bool) & ~terminated
-        is_first = np.concatenate([self._is_first[None], (terminated | truncated)[:-1]])
-        discount = np.where(terminated, 0.0, 1.0).astype(np.float32)
-        return _HostStep(self._observation, self._reward.astype(np.float32), discount, is_first, terminated, truncated)
+        """The rollout's time steps, with podrace's flags (`is_first` where the step before was last)."""
+        is_first = np.concatenate([self._is_first[None], (self._terminated | self._truncated)[:-1]])
+        return _host_timestep(self._observation, self._reward, self._terminated, self._truncated, is_first)
 
 
 @jax.jit
