@@ -353,8 +353,8 @@ def _head(settings: Settings, action_space, in_size: int, *, with_value: bool, k
 def make_network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractNetwork:
     """The network of a run: an MLP torso, a GRU or LSTM core if asked, and the head the algorithm reads.
 
-    Built in one compiled program: eagerly, every parameter shape's random draw would be
-    compiled on its own. The values are the same bit for bit.
+    Built in one compiled program: eagerly, each part's random draw would be compiled as a
+    program of its own. The values are the same bit for bit.
     """
     action_space, observation_shape = env_spaces
     torso_key, core_key, head_key, critic_key, value_key = jax.random.split(key, 5)

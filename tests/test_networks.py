@@ -11,6 +11,7 @@ import pytest
 from jaxtyping import Array, Float, PRNGKeyArray
 
 import podrace as pr
+from podrace.networks._layers import fan_in_limit
 
 from . import helpers
 
@@ -112,6 +113,62 @@ def test_network_traces_once(name):
     networks = [helpers.NETWORKS[name](jax.random.key(seed)) for seed in range(3)]
     calls = [(network, _first(_observations(network, 10 + seed, 1))) for seed, network in enumerate(networks)]
     helpers.check_traced_once(APPLY, *calls)
+
+
+# Each of podrace's parametrised parts, built large enough for its statistics, and Equinox's
+# layers that it holds (each with its default initialisation's bound 1 / sqrt(fan_in)).
+INITIALISED = {
+    "mlp_torso": lambda key: pr.networks.MLPTorso((3, 4), (64, 32), key=key),
+    "conv_torso": lambda key: pr.networks.ConvTorso((6, 5, 2), (16, 8), kernel_sizes=3, hidden_sizes=(32,), key=key),
+    "gru_core": lambda key: pr.networks.GRUCore(12, 48, key=key),
+    "lstm_core": lambda key: pr.networks.LSTMCore(12, 48, key=key),
+    "q_value_head": lambda key: pr.networks.QValueHead(64, 6, key=key),
+    "value_head": lambda key: pr.networks.ValueHead(256, key=key),
+    "policy_logit_head": lambda key: pr.networks.PolicyLogitHead(64, 6, with_value=True, key=key),
+    "gaussian_head": lambda key: pr.networks.GaussianHead(64, 6, with_value=True, mean_init_scale=1.0, key=key),
+}
+
+
+def _equinox_layers(module):
+    layer_types = (eqx.nn.Linear, eqx.nn.Conv, eqx.nn.GRUCell, eqx.nn.LSTMCell)
+    leaves = jax.tree.leaves(module, is_leaf=lambda x: isinstance(x, layer_types))
+    return [leaf for leaf in leaves if isinstance(leaf, layer_types)]
+
+
+@pytest.mark.parametrize("name", INITIALISED)
+def test_parameters_follow_equinox_default_initialisation(name):
+    """Every parameter is uniform in +-1 / sqrt(fan_in), as Equinox's own constructors draw it."""
+    layers = _equinox_layers(INITIALISED[name](jax.random.key(0)))
+    assert layers
+    for layer in layers:
+        limit = fan_in_limit(layer)
+        values = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(eqx.filter(layer, eqx.is_array))])
+        assert np.all(np.abs(values) <= limit)
+        # A uniform in [-limit, limit] has mean 0 and standard deviation limit / sqrt(3); over
+        # n values their estimates have standard errors limit / sqrt(3 n) and limit / sqrt(15 n).
+        n = values.size
+        assert abs(values.mean()) < 5 * limit / np.sqrt(3 * n)
+        assert abs(values.std() - limit / np.sqrt(3)) < 5 * limit / np.sqrt(15 * n)
+        # Each parameter has values of its own (the draw is split, not repeated).
+        assert len(np.unique(values)) > 0.99 * n
+
+
+@pytest.mark.parametrize("name", INITIALISED)
+def test_each_part_draws_its_parameters_in_one_random_call(name):
+    """A constructor compiles one random-number kernel for all its layers, not one per parameter."""
+    draws = str(jax.make_jaxpr(INITIALISED[name])(jax.random.key(0))).count("random_bits[")
+    # The heads with a value output draw it with a key of their own.
+    assert draws == (2 if name in ("policy_logit_head", "gaussian_head") else 1)
+
+
+def test_fan_in_limit_matches_equinox_and_refuses_unknown_layers():
+    key = jax.random.key(0)
+    assert fan_in_limit(eqx.nn.Linear(16, 3, key=key)) == 0.25
+    assert fan_in_limit(eqx.nn.Linear(16, "scalar", key=key)) == 0.25
+    assert fan_in_limit(eqx.nn.Conv2d(4, 2, 2, key=key)) == 0.25
+    assert fan_in_limit(eqx.nn.GRUCell(3, 16, key=key)) == 0.25
+    with pytest.raises(TypeError, match="LayerNorm"):
+        fan_in_limit(eqx.nn.LayerNorm(4))
 
 
 def test_mlp_torso_by_hand():

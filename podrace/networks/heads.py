@@ -1,4 +1,5 @@
 import abc
+import functools
 from typing import ClassVar, Generic, TypeVar, final
 
 import equinox as eqx
@@ -8,7 +9,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._types import AbstractNetworkOutput, GaussianParams, PolicyLogits, QValues
 from .._validation import check_positive_int
-from ._layers import apply_linear
+from ._layers import apply_linear, init_layers
 
 
 OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
@@ -106,7 +107,7 @@ class QValueHead(AbstractHead[QValues]):
     output_type = QValues
 
     def __init__(self, in_size: int, num_actions: int, *, key: PRNGKeyArray):
-        self.linear = eqx.nn.Linear(in_size, num_actions, key=key)
+        (self.linear,) = init_layers(key, functools.partial(eqx.nn.Linear, in_size, num_actions))
         self.in_size = in_size
         self.num_actions = num_actions
         self.emits_value = False
@@ -129,7 +130,7 @@ class ValueHead(AbstractValueHead):
     in_size: int = eqx.field(static=True)
 
     def __init__(self, in_size: int, *, key: PRNGKeyArray):
-        self.linear = eqx.nn.Linear(in_size, "scalar", key=key)
+        (self.linear,) = init_layers(key, functools.partial(eqx.nn.Linear, in_size, "scalar"))
         self.in_size = in_size
 
     def __call__(self, features: Float[Array, " in_size"]) -> Float[Array, ""]:
@@ -157,7 +158,7 @@ class PolicyLogitHead(AbstractHead[PolicyLogits]):
 
     def __init__(self, in_size: int, num_actions: int, *, with_value: bool = False, key: PRNGKeyArray):
         policy_key, value_key = jax.random.split(key)
-        self.linear = eqx.nn.Linear(in_size, num_actions, key=policy_key)
+        (self.linear,) = init_layers(policy_key, functools.partial(eqx.nn.Linear, in_size, num_actions))
         self.value_head = ValueHead(in_size, key=value_key) if with_value else None
         self.in_size = in_size
         self.num_actions = num_actions
@@ -214,7 +215,7 @@ class GaussianHead(AbstractHead[GaussianParams]):
     ):
         check_positive_int("GaussianHead", "action_size", action_size)
         mean_key, value_key = jax.random.split(key)
-        linear = eqx.nn.Linear(in_size, action_size, key=mean_key)
+        (linear,) = init_layers(mean_key, functools.partial(eqx.nn.Linear, in_size, action_size))
         self.linear = jax.tree.map(lambda x: mean_init_scale * x, linear)
         self.log_std = jnp.full((action_size,), initial_log_std, jnp.float32)
         self.value_head = ValueHead(in_size, key=value_key) if with_value else None

@@ -1,6 +1,7 @@
 """Recurrent networks: a torso, a recurrent core and a head (torso -> core -> head)."""
 
 import abc
+import functools
 from typing import Generic, TypeVar, final
 
 import equinox as eqx
@@ -11,6 +12,7 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 from .._types import AbstractNetworkOutput, ObservationActionReward
 from .._validation import check_positive_int
 from ._base import AbstractNetwork
+from ._layers import init_layers
 from .heads import AbstractHead
 from .torsos import AbstractTorso
 
@@ -85,7 +87,7 @@ class GRUCore(AbstractCore):
     def __init__(self, input_size: int, hidden_size: int, *, key: PRNGKeyArray):
         check_positive_int("GRUCore", "input_size", input_size)
         check_positive_int("GRUCore", "hidden_size", hidden_size)
-        self.cell = eqx.nn.GRUCell(input_size, hidden_size, key=key)
+        (self.cell,) = init_layers(key, functools.partial(eqx.nn.GRUCell, input_size, hidden_size))
         self.input_size = input_size
         self.output_size = hidden_size
 
@@ -126,7 +128,7 @@ class LSTMCore(AbstractCore):
     def __init__(self, input_size: int, hidden_size: int, *, key: PRNGKeyArray):
         check_positive_int("LSTMCore", "input_size", input_size)
         check_positive_int("LSTMCore", "hidden_size", hidden_size)
-        self.cell = eqx.nn.LSTMCell(input_size, hidden_size, key=key)
+        (self.cell,) = init_layers(key, functools.partial(eqx.nn.LSTMCell, input_size, hidden_size))
         self.input_size = input_size
         self.output_size = hidden_size
 

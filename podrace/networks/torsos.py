@@ -1,4 +1,6 @@
 import abc
+import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Literal, final
@@ -8,13 +10,12 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Shaped
 
-from ._layers import apply_linear
+from ._layers import apply_linear, init_layers
 
 
-def _dense_layers(in_size: int, hidden_sizes: Sequence[int], key: PRNGKeyArray) -> tuple[eqx.nn.Linear, ...]:
+def _dense_layers(in_size: int, hidden_sizes: Sequence[int]) -> list[Callable[..., eqx.nn.Linear]]:
     sizes = [in_size, *hidden_sizes]
-    keys = jax.random.split(key, len(hidden_sizes)) if hidden_sizes else []
-    return tuple(eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True))
+    return [functools.partial(eqx.nn.Linear, i, o) for i, o in itertools.pairwise(sizes)]
 
 
 class AbstractTorso(eqx.Module):
@@ -69,7 +70,7 @@ class MLPTorso(AbstractTorso):
     ):
         if not hidden_sizes or any(size <= 0 for size in hidden_sizes):
             raise ValueError(f"MLPTorso needs at least one positive hidden size, got {tuple(hidden_sizes)}.")
-        self.layers = _dense_layers(math.prod(observation_shape), hidden_sizes, key)
+        self.layers = init_layers(key, *_dense_layers(math.prod(observation_shape), hidden_sizes))
         self.activation = activation
         self.output_size = hidden_sizes[-1]
 
@@ -145,12 +146,11 @@ class ConvTorso(AbstractTorso):
             raise ValueError(f'ConvTorso: padding must be "SAME" or "VALID", got {padding!r}.')
 
         height, width, in_channels = observation_shape
-        conv_keys = jax.random.split(key, len(channels) + 1)
         convs = []
-        for index, (out_channels, kernel_size, stride, conv_key) in enumerate(
-            zip(channels, kernel_sizes, strides, conv_keys[:-1], strict=True)
-        ):
-            convs.append(eqx.nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding=padding, key=conv_key))
+        for index, (out_channels, kernel_size, stride) in enumerate(zip(channels, kernel_sizes, strides, strict=True)):
+            convs.append(
+                functools.partial(eqx.nn.Conv2d, in_channels, out_channels, kernel_size, stride, padding=padding)
+            )
             if padding == "SAME":
                 height, width = -(-height // stride), -(-width // stride)
             else:
@@ -162,8 +162,9 @@ class ConvTorso(AbstractTorso):
                     "kernels or SAME."
                 )
             in_channels = out_channels
-        self.convs = tuple(convs)
-        self.layers = _dense_layers(height * width * in_channels, hidden_sizes, conv_keys[-1])
+        layers = init_layers(key, *convs, *_dense_layers(height * width * in_channels, hidden_sizes))
+        self.convs = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Conv2d))
+        self.layers = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Linear))
         self.activation = activation
         self.output_size = hidden_sizes[-1] if hidden_sizes else height * width * in_channels
 
