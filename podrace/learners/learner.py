@@ -296,10 +296,12 @@ def shuffled_minibatches(
     """A batch of trajectories `[T + 1, B]` split at random along the environment axis: `[M, T + 1, B / M]`.
 
     The environments, numbered over all devices, form groups of `M` consecutive ones,
-    and each group sends one environment to each minibatch, in an order drawn from the
-    group's number. A device holds whole groups, so every minibatch takes the same share
-    of each device's environments, and which environments share a minibatch does not
-    depend on the number of devices.
+    and each group sends one environment to each minibatch. The orders of all the
+    groups are drawn at once, by sorting random bits (as `jax.random.permutation`
+    does, in one random call rather than one per group). A device holds whole groups
+    and keeps their rows, so every minibatch takes the same share of each device's
+    environments, and which environments share a minibatch does not depend on the
+    number of devices.
 
     **Arguments:**
 
@@ -316,9 +318,11 @@ def shuffled_minibatches(
     """
     num_envs = trajectory.timestep.reward.shape[1]
     num_groups = num_envs // num_minibatches
-    first_group = 0 if axis_name is None else jax.lax.axis_index(axis_name) * num_groups
-    groups = first_group + jnp.arange(num_groups)
-    orders = jax.vmap(lambda group: jax.random.permutation(jax.random.fold_in(key, group), num_minibatches))(groups)
+    num_devices = 1 if axis_name is None else jax.lax.axis_size(axis_name)
+    # orders[g]: a random order of the M environments of group g, for every group of every device.
+    orders = jnp.argsort(jax.random.bits(key, (num_devices * num_groups, num_minibatches)), axis=-1)
+    if axis_name is not None:
+        orders = jax.lax.dynamic_slice_in_dim(orders, jax.lax.axis_index(axis_name) * num_groups, num_groups)
     # order[m, g]: the environment of group g in minibatch m.
     order = (num_minibatches * jnp.arange(num_groups)[None, :] + orders.T).astype(jnp.int32)
 
