@@ -9,6 +9,10 @@ variants, each run in fresh processes, alternating round by round:
 - `one program`: the network built in one compiled program (`eqx.filter_jit`), the
   evaluation inside the training call (`pr.Evaluation`).
 
+With `--against PATH`, a third variant, `against`, runs `one program` with podrace imported
+from another checkout (e.g. `git worktree add /tmp/before <commit>`), to compare two
+versions side by side.
+
 Each process reports the seconds of each phase and, from JAX's monitoring events, how
 many programs it compiled and the seconds spent tracing, lowering and compiling them
 (XLA). The last line is `first_result_eager=X first_result_one_program=Y`: the median
@@ -16,7 +20,7 @@ seconds from the process's start to the evaluation's result.
 
 Usage:
 
-    python benchmarks/startup.py [--rounds 5]
+    python benchmarks/startup.py [--rounds 5] [--against /tmp/before]
 """
 
 import time
@@ -27,6 +31,8 @@ START = time.perf_counter()
 import argparse  # noqa: E402
 import collections  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -105,6 +111,7 @@ def first_result(variant: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--against", help="another podrace checkout to time beside this one")
     parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one measuring process
     args = parser.parse_args()
     if args.variant is not None:
@@ -112,12 +119,18 @@ def main() -> None:
         return
 
     print(f"jax {jax.__version__}, equinox {eqx.__version__} on {jax.default_backend()}; {args.rounds} rounds")
-    runs: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
+    here = str(pathlib.Path(__file__).resolve().parent.parent)
+    # name: (the checkout podrace is imported from, the variant that process runs)
+    variants = {variant: (here, variant) for variant in VARIANTS}
+    if args.against:
+        variants["against"] = (args.against, "one program")
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     for _ in range(args.rounds):
-        for variant in VARIANTS:
+        for name, (checkout, variant) in variants.items():
             command = [sys.executable, __file__, "--variant", variant]
-            output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            runs[variant].append(json.loads(output.strip().splitlines()[-1]))
+            environment = {**os.environ, "PYTHONPATH": checkout}
+            output = subprocess.run(command, check=True, capture_output=True, text=True, env=environment).stdout
+            runs[name].append(json.loads(output.strip().splitlines()[-1]))
     columns = [*PHASES, "first result", "programs", *EVENTS.values()]
     print(f"{'median':<12}" + "".join(f"{column:>18}" for column in columns))
     medians = {}
@@ -127,7 +140,7 @@ def main() -> None:
         }
         print(f"{variant:<12}" + "".join(f"{medians[variant][column]:>18.3g}" for column in columns))
     returns = {variant: [result["mean return"] for result in results] for variant, results in runs.items()}
-    print(f"mean returns (must agree): {returns}")
+    print(f"mean returns (eager and one program must agree): {returns}")
     print(
         f"first_result_eager={medians['eager']['first result']:.2f} "
         f"first_result_one_program={medians['one program']['first result']:.2f}"

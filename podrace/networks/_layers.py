@@ -1,5 +1,6 @@
 """Layer helpers shared by torsos, cores and heads."""
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -61,16 +62,32 @@ def init_layers(key: PRNGKeyArray, *constructors: Callable[..., LayerT]) -> tupl
     def is_shape(x) -> bool:
         return isinstance(x, jax.ShapeDtypeStruct)
 
-    sizes = [leaf.size for leaf in jax.tree.leaves(shapes, is_leaf=is_shape) if is_shape(leaf)]
+    leaves = [jax.tree.leaves(shape, is_leaf=is_shape) for shape in shapes]
+    parameters = [
+        (leaf.shape, leaf.dtype, fan_in_limit(shape))
+        for shape, layer_leaves in zip(shapes, leaves, strict=True)
+        for leaf in layer_leaves
+        if is_shape(leaf)
+    ]
+    values = iter(_uniform_parameters(key, tuple(parameters)))
+    return tuple(
+        jax.tree.map(lambda leaf: next(values) if is_shape(leaf) else leaf, shape, is_leaf=is_shape) for shape in shapes
+    )
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _uniform_parameters(
+    key: PRNGKeyArray, parameters: tuple[tuple[tuple[int, ...], jnp.dtype, float], ...]
+) -> list[Array]:
+    """One uniform draw split into arrays of the given `(shape, dtype, limit)`, each in `[-limit, limit)`.
+
+    Compiled on its own, so that eager construction compiles one program per layout of
+    parameters (shared by parts of the same sizes) rather than one per operation.
+    """
+    sizes = [math.prod(shape) for shape, _, _ in parameters]
     noise = jax.random.uniform(key, (sum(sizes),), minval=-1.0, maxval=1.0)
-    chunks = iter(jnp.split(noise, list(itertools.accumulate(sizes))[:-1]))
-
-    def filled(shape: LayerT) -> LayerT:
-        limit = fan_in_limit(shape)
-        return jax.tree.map(
-            lambda leaf: (limit * next(chunks)).reshape(leaf.shape).astype(leaf.dtype) if is_shape(leaf) else leaf,
-            shape,
-            is_leaf=is_shape,
-        )
-
-    return tuple(filled(shape) for shape in shapes)
+    chunks = jnp.split(noise, list(itertools.accumulate(sizes))[:-1])
+    return [
+        (limit * chunk).reshape(shape).astype(dtype)
+        for chunk, (shape, dtype, limit) in zip(chunks, parameters, strict=True)
+    ]
