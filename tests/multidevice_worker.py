@@ -181,12 +181,13 @@ def _population_member(hyperparameters) -> pr.Anakin:
 def run_population(out: pathlib.Path) -> None:
     learning_rates = jnp.asarray([1e-3, 1e-2, 3e-2, 1e-1], jnp.float32)
     population = pr.Population(_population_member, (learning_rates, jax.random.split(jax.random.key(3), 4)))
-    result = population.train(population.init(jax.random.key(4)), num_updates=NUM_UPDATES)
+    evaluation = pr.Evaluation(pr.policies.Greedy(), num_episodes=3, key=jax.random.key(5), max_steps=20)
+    result = population.train(population.init(jax.random.key(4)), num_updates=NUM_UPDATES, evaluation=evaluation)
     np.savez(
         out / "population.npz",
         num_devices=population.mesh.size,
         shards=shard_shapes(result.state),
-        **{f"leaf_{k}": v for k, v in leaves((result.state.learner, result.metrics)).items()},
+        **{f"leaf_{k}": v for k, v in leaves((result.state.learner, result.metrics, result.evaluation)).items()},
     )
 
 

@@ -123,6 +123,33 @@ def test_evaluate_population_equals_evaluating_each_member():
         helpers.assert_trees_close(helpers.index(together, i), alone)
 
 
+def test_evaluation_inside_train_equals_evaluating_the_trained_members():
+    traces = []
+
+    def make_pipeline(hyperparameters):
+        traces.append(None)
+        return _catch_member(hyperparameters)
+
+    population = pr.Population(make_pipeline, _catch_hyperparameters())
+    state = population.init(jax.random.key(8))
+    policy = pr.policies.Greedy()
+    results = {}
+    for key in (9, 10):
+        evaluation = pr.Evaluation(policy, num_episodes=5, key=jax.random.key(key), max_steps=20)
+        results[key] = population.train(state, num_updates=NUM_UPDATES, evaluation=evaluation)
+        if key == 9:
+            count = len(traces)
+    assert len(traces) == count, "a new evaluation key retraced the population"
+    env = population.member(0).evaluation_env
+    for key, result in results.items():
+        assert result.evaluation is not None and result.evaluation.returns.shape == (SIZE, 5)
+        networks = population.networks(result.state)
+        # Every member plays the episodes of the same key, as evaluate_population plays them.
+        alone = pr.evaluate_population(env, networks, policy, num_episodes=5, key=jax.random.key(key), max_steps=20)
+        helpers.assert_trees_close(result.evaluation, alone, rtol=0, atol=0)
+    assert population.train(state, num_updates=NUM_UPDATES).evaluation is None
+
+
 def test_population_spread_over_two_devices_equals_one_device(multidevice_runs):
     with (
         np.load(multidevice_runs.two_devices / "population.npz") as two,

@@ -24,7 +24,7 @@ from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import EvaluationResult
 from .anakin import Anakin, AnakinState, TrainResult, init_state, train_steps
-from .evaluation import evaluate
+from .evaluation import Evaluation, evaluate
 
 
 @final
@@ -154,18 +154,22 @@ class Population(eqx.Module):
         return self._over_members(init_members, self.hyperparameters, keys)
 
     @eqx.filter_jit
-    def train(self, state: AnakinState, *, num_updates: int) -> TrainResult:
+    def train(self, state: AnakinState, *, num_updates: int, evaluation: Evaluation | None = None) -> TrainResult:
         """Trains every member for `num_updates` updates in one compiled call.
 
         **Arguments:**
 
         - `state`: from `init` or a previous call.
         - `num_updates`: updates per member in this call (a compile-time constant).
+        - `evaluation`: episodes for every member's trained network to play at the end
+            of the call, in the same program, as [`podrace.Anakin.train`][] plays them.
+            All members play them with the same key (common random numbers, as in
+            [`podrace.evaluate_population`][]).
 
         **Returns:**
 
         The members' results stacked along a leading axis: `metrics` has axes
-        `[size, num_updates]`.
+        `[size, num_updates]` and `evaluation` (if any) `[size, num_episodes]`.
         """
         check_positive_int("Population.train", "num_updates", num_updates)
 
@@ -183,15 +187,29 @@ class Population(eqx.Module):
 
             return jax.vmap(train_member)(hyperparameters, state)
 
-        return self._over_members(train_members, self.hyperparameters, state)
+        result = self._over_members(train_members, self.hyperparameters, state)
+        if evaluation is None:
+            return result
 
-    def _over_members(self, function: Callable, *stacked: PyTree[Array]):
+        def play_members(hyperparameters, state):
+            def play(hyperparameters, state):
+                pipeline = self.make_pipeline(hyperparameters)
+                return evaluation.play(pipeline.evaluation_env, pipeline.learner.network_at(state.learner))
+
+            return jax.vmap(play)(hyperparameters, state)
+
+        # Each member plays on its own device, with no communication: the episodes' loop
+        # starts from the evaluation's key, shared by all, and needs no varying-axis checks.
+        episodes = self._over_members(play_members, self.hyperparameters, result.state, check_vma=False)
+        return TrainResult(result.state, result.metrics, episodes)
+
+    def _over_members(self, function: Callable, *stacked: PyTree[Array], check_vma: bool = True):
         """`function` of stacked members, its members split over the mesh's devices."""
         if self.mesh.size == 1:
             return function(*stacked)
         split = PartitionSpec(*self.mesh.axis_names)
         stacked = jax.device_put(stacked, NamedSharding(self.mesh, split))
-        return jax.shard_map(function, mesh=self.mesh, in_specs=split, out_specs=split)(*stacked)
+        return jax.shard_map(function, mesh=self.mesh, in_specs=split, out_specs=split, check_vma=check_vma)(*stacked)
 
 
 def evaluate_population(
