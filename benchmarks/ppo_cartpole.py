@@ -53,9 +53,8 @@ MAX_ENV_STEPS = 500_000
 DQN_STEPS = 50_000
 
 
-@eqx.filter_jit
-def make_actor_critic(key: jax.Array) -> pr.networks.ActorCriticNetwork:
-    """Built in one compiled program, as `podrace train` builds its networks."""
+def actor_critic(key: jax.Array) -> pr.networks.ActorCriticNetwork:
+    """The separate 64-64 tanh actor and critic (also `startup.py`'s network)."""
     actor_key, head_key, critic_key, value_key = jax.random.split(key, 4)
     return pr.networks.ActorCriticNetwork(
         pr.networks.MLPTorso((4,), (64, 64), activation=jnp.tanh, key=actor_key),
@@ -68,7 +67,8 @@ def make_actor_critic(key: jax.Array) -> pr.networks.ActorCriticNetwork:
 def ppo_time_to_solve(seed: int) -> dict[str, Any]:
     start = time.perf_counter()
     env = pr.envs.cartpole_v1()
-    network = make_actor_critic(jax.random.key(seed))
+    # Built in one compiled program, as `podrace train` builds its networks.
+    network = eqx.filter_jit(actor_critic)(jax.random.key(seed))
     loss = pr.losses.PPOLoss(
         discount=0.99, lambda_=0.95, clip_epsilon=0.2, value_coefficient=0.5, entropy_coefficient=0.01
     )

@@ -39,8 +39,8 @@ import sys  # noqa: E402
 
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
+from ppo_cartpole import actor_critic  # noqa: E402
 
 import podrace as pr  # noqa: E402
 
@@ -52,16 +52,6 @@ EVENTS = {
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower s",
     "/jax/core/compile/backend_compile_duration": "XLA compile s",
 }
-
-
-def make_network(key: jax.Array) -> pr.networks.ActorCriticNetwork:
-    actor_key, head_key, critic_key, value_key = jax.random.split(key, 4)
-    return pr.networks.ActorCriticNetwork(
-        pr.networks.MLPTorso((4,), (64, 64), activation=jnp.tanh, key=actor_key),
-        pr.networks.PolicyLogitHead(64, 2, key=head_key),
-        pr.networks.MLPTorso((4,), (64, 64), activation=jnp.tanh, key=critic_key),
-        pr.networks.ValueHead(64, key=value_key),
-    )
 
 
 def first_result(variant: str) -> dict[str, float]:
@@ -77,7 +67,7 @@ def first_result(variant: str) -> dict[str, float]:
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     mark = time.perf_counter()
-    build = make_network if variant == "eager" else eqx.filter_jit(make_network)
+    build = actor_critic if variant == "eager" else eqx.filter_jit(actor_critic)
     network = jax.block_until_ready(build(jax.random.key(0)))
     seconds["build network"] = time.perf_counter() - mark
 
