@@ -37,6 +37,17 @@ def _catch_hyperparameters(seed: int = 0):
     return learning_rates, lambdas, jax.random.split(jax.random.key(seed), SIZE)
 
 
+def _traced_catch_population() -> tuple[pr.Population, list[None]]:
+    """A Catch population, and a list that grows by one each time a member's pipeline is traced."""
+    traces = []
+
+    def make_pipeline(hyperparameters):
+        traces.append(None)
+        return _catch_member(hyperparameters)
+
+    return pr.Population(make_pipeline, _catch_hyperparameters()), traces
+
+
 def test_members_equal_separate_runs():
     population = pr.Population(_catch_member, _catch_hyperparameters())
     key = jax.random.key(1)
@@ -62,13 +73,7 @@ def test_a_population_of_seeds_needs_only_a_size():
 
 
 def test_new_hyperparameter_values_do_not_recompile():
-    traces = []
-
-    def make_pipeline(hyperparameters):
-        traces.append(None)
-        return _catch_member(hyperparameters)
-
-    population = pr.Population(make_pipeline, _catch_hyperparameters())
+    population, traces = _traced_catch_population()
     state = population.init(jax.random.key(3))
     first = population.train(state, num_updates=NUM_UPDATES)
     count = len(traces)
@@ -124,13 +129,7 @@ def test_evaluate_population_equals_evaluating_each_member():
 
 
 def test_evaluation_inside_train_equals_evaluating_the_trained_members():
-    traces = []
-
-    def make_pipeline(hyperparameters):
-        traces.append(None)
-        return _catch_member(hyperparameters)
-
-    population = pr.Population(make_pipeline, _catch_hyperparameters())
+    population, traces = _traced_catch_population()
     state = population.init(jax.random.key(8))
     policy = pr.policies.Greedy()
     results = {}
