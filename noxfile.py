@@ -47,6 +47,7 @@ def docs(session: nox.Session) -> None:
     session.install("-e", ".[docs,plot,video,gymnasium,es,ray,atari]")
     session.run("python", "docs/gen_inventory.py")
     session.run("python", "docs/gen_gallery.py")
+    session.run("python", "docs/gen_reproductions.py")
     # mkdocs caches inventories by address for a day: an empty cache reads this build's.
     with tempfile.TemporaryDirectory() as cache:
         session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1", "XDG_CACHE_HOME": cache})

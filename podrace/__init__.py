@@ -10,6 +10,7 @@ from . import (
     losses as losses,
     networks as networks,
     policies as policies,
+    recipes as recipes,
     video as video,
 )
 from ._types import (
@@ -30,7 +31,11 @@ from ._types import (
 from .agent import Agent as Agent
 from .compilation import enable_compilation_cache as enable_compilation_cache
 from .executors.anakin import Anakin as Anakin, AnakinState as AnakinState, TrainResult as TrainResult
-from .executors.evaluation import Evaluation as Evaluation, evaluate as evaluate
+from .executors.evaluation import (
+    Evaluation as Evaluation,
+    evaluate as evaluate,
+    random_policy_episodes as random_policy_episodes,
+)
 from .executors.population import Population as Population, evaluate_population as evaluate_population
 from .learners import Learner as Learner, LearnerState as LearnerState
 from .results import (

@@ -224,6 +224,26 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate_.set_defaults(run=_evaluate)
 
 
+def _add_reproduce_parser(commands: Any) -> None:
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="run a published experiment's recipe for several seeds and judge it against the published number",
+        description="Trains a recipe (the published hyperparameters, podrace's faithful configuration) for "
+        "--seeds seeds as one compiled population, prints the mean and standard deviation over seeds against "
+        "the published value with a verdict, and saves NAME.json and the learning curves NAME.png in --out.",
+    )
+    reproduce.add_argument("name", metavar="NAME", nargs="?", help="a recipe (see --list)")
+    reproduce.add_argument("--list", action="store_true", help="list every recipe, published and last measured")
+    reproduce.add_argument("--seeds", type=_positive_int, default=5, help="seeds to run (default 5)")
+    reproduce.add_argument("--seed", type=int, default=0, help="the first seed")
+    reproduce.add_argument(
+        "--out", type=pathlib.Path, default=pathlib.Path("reproductions"), help="where results are saved and listed"
+    )
+    reproduce.add_argument("--no-plot", action="store_true", help="do not draw the learning curves")
+    _add_compilation_cache_flag(reproduce)
+    reproduce.set_defaults(run=_reproduce)
+
+
 def _add_compilation_cache_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compilation-cache",
@@ -440,6 +460,47 @@ def _write_video(settings: tasks.Settings, network: Any, policy: Any, key: jax.A
 
 
 # --------------------------------------------------------------------------------------
+# reproduce
+# --------------------------------------------------------------------------------------
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from . import recipes
+
+    if args.list:
+        measured = recipes.load(args.out) if args.out.is_dir() else {}
+        print(f"{'recipe':36} {'algorithm':20} {'published':>18} {f'measured ({args.out})':>26}")
+        for name, recipe in recipes.RECIPES.items():
+            published = recipe.published
+            spread = "" if published.spread is None else f" ± {published.spread:g}"
+            run = measured.get(name)
+            last = "-" if run is None else f"{run.mean:.4g} ± {run.std:.2g} ({len(run.seeds)} seeds)"
+            print(f"{name:36} {recipe.settings.algorithm:20} {f'{published.value:g}{spread}':>18} {last:>26}")
+        return 0
+    if args.name is None:
+        raise ValueError("name a recipe to run, or list them with podrace reproduce --list.")
+    try:
+        recipe = recipes.find_recipe(args.name)
+    except KeyError as error:
+        raise ValueError(error.args[0]) from None
+    published = recipe.published
+    print(f"{recipe.name}: {recipe.settings.algorithm} on gymnax {recipe.env_id}, {args.seeds} seeds")
+    print(f"published: {published.value:g}" + ("" if published.spread is None else f" ± {published.spread:g}"))
+    print(f"source: {published.source}")
+    run = recipes.reproduce(recipe, num_seeds=args.seeds, seed=args.seed)
+    paths = recipes.save(run, args.out, plot=not args.no_plot)
+    scores = ", ".join(f"{score:.4g}" for score in run.scores)
+    print(f"scores by seed ({', '.join(map(str, run.seeds))}): {scores}")
+    print(f"podrace: {run.mean:.4g} ± {run.std:.2g} over {len(run.seeds)} seeds in {run.wall_seconds:.0f} s")
+    verdict = "reaches the published result" if run.reaches_published else "below published"
+    print(f"verdict: {verdict} (threshold {run.threshold:.4g}; random policy {run.random_return:.4g})")
+    if len(run.seeds) < 5:
+        print("(the verdict rule asks for at least 5 seeds)")
+    print("saved: " + ", ".join(map(str, paths)))
+    return 0
+
+
+# --------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -448,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
+    _add_reproduce_parser(commands)
     args = parser.parse_args(argv)
     if getattr(args, "env", "").startswith(tasks.GYMNASIUM_PREFIX):
         # Host acting runs one small program a step, which JAX's CPU client runs fastest in the calling

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any, Literal, final
 
 import equinox as eqx
 import jax
@@ -219,6 +219,10 @@ ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
     "auto-reset-stochastic-deep-sea": lambda: pr.envs.AutoReset(pr.envs.DeepSea(size=4, deterministic=False)),
     "gymnax-cartpole": lambda: pr.envs.GymnaxEnv.make("CartPole-v1"),
     "gymnax-catch": lambda: pr.envs.AutoReset(pr.envs.GymnaxEnv.make("Catch-bsuite")),
+    "auto-reset-observation-reward-probe": lambda: pr.envs.AutoReset(pr.envs.ObservationRewardProbe()),
+    "auto-reset-observation-action-reward-probe": lambda: pr.envs.AutoReset(pr.envs.ObservationActionRewardProbe()),
+    # The other probes show the same observations under every key, which
+    # test_env_is_deterministic_under_a_key refuses; tests/test_probes.py checks them with check_env.
 }
 
 
@@ -277,12 +281,13 @@ def gaussian_network(
     action_size: int = 2,
     *,
     with_value: bool = False,
+    std: Literal["parameter", "softplus"] = "parameter",
     initial_log_std: float = 0.0,
 ) -> pr.networks.FeedForwardNetwork:
     torso_key, head_key = jax.random.split(key)
     torso = pr.networks.MLPTorso(observation_shape, (8,), key=torso_key)
     head = pr.networks.GaussianHead(
-        8, action_size, with_value=with_value, initial_log_std=initial_log_std, key=head_key
+        8, action_size, with_value=with_value, std=std, initial_log_std=initial_log_std, key=head_key
     )
     return pr.networks.FeedForwardNetwork(torso, head)
 
@@ -297,6 +302,50 @@ def separate_actor_critic_network(
         pr.networks.MLPTorso(observation_shape, (6,), key=critic_key),
         pr.networks.ValueHead(6, key=value_key),
     )
+
+
+def orthogonal_actor_critic_network(
+    key: PRNGKeyArray,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    num_actions: int = NUM_ACTIONS,
+    *,
+    shared_torso: bool = False,
+) -> pr.networks.FeedForwardNetwork | pr.networks.ActorCriticNetwork:
+    """CleanRL's PPO initialisation: orthogonal, gain sqrt(2) in the torsos, 0.01 on the logits, 1 on the value."""
+    hidden, policy, value = pr.networks.Orthogonal(2**0.5), pr.networks.Orthogonal(0.01), pr.networks.Orthogonal(1.0)
+    actor_key, head_key, critic_key, value_key = jax.random.split(key, 4)
+    actor = pr.networks.MLPTorso(observation_shape, (8,), initialization=hidden, key=actor_key)
+    if shared_torso:
+        head = pr.networks.PolicyLogitHead(
+            8, num_actions, with_value=True, initialization=policy, value_initialization=value, key=head_key
+        )
+        return pr.networks.FeedForwardNetwork(actor, head)
+    return pr.networks.ActorCriticNetwork(
+        actor,
+        pr.networks.PolicyLogitHead(8, num_actions, initialization=policy, key=head_key),
+        pr.networks.MLPTorso(observation_shape, (6,), initialization=hidden, key=critic_key),
+        pr.networks.ValueHead(6, initialization=value, key=value_key),
+    )
+
+
+def lecun_normal_gaussian_network(
+    key: PRNGKeyArray, observation_shape: tuple[int, ...] = OBS_SHAPE, action_size: int = 2
+) -> pr.networks.FeedForwardNetwork:
+    """gymnax-blines' PPO initialisation (flax's LeCun normal, biases uniform in [0, 0.05)), softplus std."""
+    initialization = pr.networks.LecunNormal(bias_scale=0.05)
+    torso_key, head_key = jax.random.split(key)
+    torso = pr.networks.MLPTorso(observation_shape, (8,), initialization=initialization, key=torso_key)
+    head = pr.networks.GaussianHead(
+        8,
+        action_size,
+        with_value=True,
+        std="softplus",
+        mean_init_scale=1.0,
+        initialization=initialization,
+        value_initialization=initialization,
+        key=head_key,
+    )
+    return pr.networks.FeedForwardNetwork(torso, head)
 
 
 def conv_q_network(
@@ -367,10 +416,14 @@ NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
     "mlp-logits": logit_network,
     "mlp-actor-critic": lambda key: logit_network(key, with_value=True),
     "separate-actor-critic": lambda key: separate_actor_critic_network(key),
+    "separate-actor-critic-orthogonal": lambda key: orthogonal_actor_critic_network(key),
+    "mlp-actor-critic-orthogonal": lambda key: orthogonal_actor_critic_network(key, shared_torso=True),
     "mlp-gaussian": lambda key: gaussian_network(key, action_size=NUM_ACTIONS),
     "mlp-gaussian-with-value": lambda key: gaussian_network(
         key, action_size=NUM_ACTIONS, with_value=True, initial_log_std=-0.5
     ),
+    "mlp-gaussian-softplus-std": lambda key: gaussian_network(key, action_size=NUM_ACTIONS, std="softplus"),
+    "mlp-gaussian-lecun-normal": lambda key: lecun_normal_gaussian_network(key, action_size=NUM_ACTIONS),
     "conv-q": conv_q_network,
     "gru-actor-critic": recurrent_network,
     "lstm-q": lambda key: recurrent_network(key, core="lstm", output_type=pr.QValues),
@@ -596,16 +649,16 @@ def policy_gradient_learner(
     loss: pr.losses.AbstractLoss,
     *,
     continuous: bool = False,
-    num_epochs: int = 1,
-    num_minibatches: int = 1,
+    std: Literal["parameter", "softplus"] = "parameter",
+    **learner_options: Any,
 ) -> pr.Learner:
-    """A policy-gradient learner: Catch-sized logits, or Gaussian actions on `Point`."""
+    """A policy-gradient learner: Catch-sized logits, or Gaussian actions (with `std`) on `Point`."""
     if continuous:
-        network = gaussian_network(key, POINT_OBS_SHAPE, action_size=1, with_value=True)
+        network = gaussian_network(key, POINT_OBS_SHAPE, action_size=1, with_value=True, std=std)
         policy = pr.policies.Gaussian()
     else:
         network, policy = logit_network(key, with_value=True), pr.policies.Categorical()
-    return pr.Learner(network, policy, loss, CLIPPED_ADAM, num_epochs=num_epochs, num_minibatches=num_minibatches)
+    return pr.Learner(network, policy, loss, CLIPPED_ADAM, **learner_options)
 
 
 def dqn_learner(key: PRNGKeyArray) -> pr.learners.DQNLearner:
@@ -713,6 +766,20 @@ LEARNERS: dict[str, LearnerCase] = {
     "gaussian-ppo-two-epochs-three-minibatches": LearnerCase(
         lambda key: policy_gradient_learner(
             key, pr.losses.PPOLoss(discount=0.9), continuous=True, num_epochs=2, num_minibatches=3
+        ),
+        continuous=True,
+    ),
+    # The published PPOs' options: single transitions in the minibatches, clipped
+    # values, a state-dependent standard deviation.
+    "gaussian-softplus-ppo-clipped-values-transitions": LearnerCase(
+        lambda key: policy_gradient_learner(
+            key,
+            pr.losses.PPOLoss(discount=0.9, clip_value=True),
+            continuous=True,
+            std="softplus",
+            num_epochs=2,
+            num_minibatches=3,
+            minibatches_of="transitions",
         ),
         continuous=True,
     ),

@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 
@@ -265,3 +266,43 @@ def test_the_network_built_in_one_program_equals_the_eager_one(env, algo, change
     eager = tasks.make_network.__wrapped__(settings, spaces, key)
     assert type(compiled) is type(eager)
     helpers.assert_trees_close(compiled, eager, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------------------
+# podrace reproduce
+# --------------------------------------------------------------------------------------
+
+
+def test_reproduce_list_shows_every_recipe_with_its_published_and_measured_numbers(tmp_path, capsys):
+    from podrace import recipes
+
+    run = recipes.Reproduction(
+        recipe="cleanrl-dqn-cartpole-v1",
+        seeds=(0, 1, 2),
+        scores=(500.0, 490.0, 480.0),
+        random_return=22.0,
+        env_steps=(10,),
+        curves=((1.0, 1.0, 1.0),),
+        wall_seconds=1.0,
+        platform="test",
+    )
+    recipes.save(run, tmp_path, plot=False)
+    assert cli.main(["reproduce", "--list", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + len(recipes.RECIPES)
+    dqn = next(line for line in lines if line.startswith("cleanrl-dqn-cartpole-v1 "))
+    assert "498.38 ± 2.29" in dqn and "490 ± 8.2 (3 seeds)" in dqn
+    breakout = next(line for line in lines if line.startswith("gymnax-ppo-breakout-minatar "))
+    assert breakout.split()[-1] == "-"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["reproduce", "gymnax-ppo-cartpol"], r"No recipe 'gymnax-ppo-cartpol'\. Did you mean gymnax-ppo-cartpole-v1"),
+        (["reproduce"], r"name a recipe to run, or list them with podrace reproduce --list"),
+    ],
+)
+def test_reproduce_names_the_nearest_recipe_or_asks_for_one(argv, message, capsys):
+    assert cli.main(argv) == 2
+    assert re.search(message, capsys.readouterr().err)

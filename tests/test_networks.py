@@ -1,5 +1,6 @@
-"""Networks: the shared contract, torsos and heads by hand, construction errors."""
+"""Networks: the shared contract, torsos and heads by hand, initialisations, construction errors."""
 
+import math
 from typing import final
 
 import equinox as eqx
@@ -11,7 +12,7 @@ import pytest
 from jaxtyping import Array, Float, PRNGKeyArray
 
 import podrace as pr
-from podrace.networks._layers import fan_in_limit
+from podrace.networks._layers import layer_fan_in
 
 from . import helpers
 
@@ -141,7 +142,7 @@ def test_parameters_follow_equinox_default_initialisation(name):
     layers = _equinox_layers(INITIALISED[name](jax.random.key(0)))
     assert layers
     for layer in layers:
-        limit = fan_in_limit(layer)
+        limit = 1 / np.sqrt(layer_fan_in(layer))
         values = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(eqx.filter(layer, eqx.is_array))])
         assert np.all(np.abs(values) <= limit)
         # A uniform in [-limit, limit] has mean 0 and standard deviation limit / sqrt(3); over
@@ -153,22 +154,214 @@ def test_parameters_follow_equinox_default_initialisation(name):
         assert len(np.unique(values)) > 0.99 * n
 
 
+def _random_draws(build) -> int:
+    return str(jax.make_jaxpr(build)(jax.random.key(0))).count("random_bits[")
+
+
 @pytest.mark.parametrize("name", INITIALISED)
 def test_each_part_draws_its_parameters_in_one_random_call(name):
     """A constructor compiles one random-number kernel for all its layers, not one per parameter."""
-    draws = str(jax.make_jaxpr(INITIALISED[name])(jax.random.key(0))).count("random_bits[")
     # The heads with a value output draw it with a key of their own.
-    assert draws == (2 if name in ("policy_logit_head", "gaussian_head") else 1)
+    assert _random_draws(INITIALISED[name]) == (2 if name in ("policy_logit_head", "gaussian_head") else 1)
 
 
-def test_fan_in_limit_matches_equinox_and_refuses_unknown_layers():
-    key = jax.random.key(0)
-    assert fan_in_limit(eqx.nn.Linear(16, 3, key=key)) == 0.25
-    assert fan_in_limit(eqx.nn.Linear(16, "scalar", key=key)) == 0.25
-    assert fan_in_limit(eqx.nn.Conv2d(4, 2, 2, key=key)) == 0.25
-    assert fan_in_limit(eqx.nn.GRUCell(3, 16, key=key)) == 0.25
+# Each part that takes an `initialization` (and a `value_initialization`, for the heads with a value
+# layer), of the sizes of INITIALISED; the Gaussian heads' mean layers are left unscaled.
+INITIALISABLE = {
+    "mlp_torso": lambda key, **options: pr.networks.MLPTorso((3, 4), (64, 32), key=key, **options),
+    "conv_torso": lambda key, **options: pr.networks.ConvTorso(
+        (6, 5, 2), (16, 8), kernel_sizes=3, hidden_sizes=(32,), key=key, **options
+    ),
+    "q_value_head": lambda key, **options: pr.networks.QValueHead(64, 6, key=key, **options),
+    "value_head": lambda key, **options: pr.networks.ValueHead(256, key=key, **options),
+    "policy_logit_head": lambda key, **options: pr.networks.PolicyLogitHead(64, 6, with_value=True, key=key, **options),
+    "gaussian_head": lambda key, **options: pr.networks.GaussianHead(
+        64, 6, with_value=True, mean_init_scale=1.0, key=key, **options
+    ),
+    "gaussian_head_softplus_std": lambda key, **options: pr.networks.GaussianHead(
+        64, 6, with_value=True, std="softplus", mean_init_scale=1.0, key=key, **options
+    ),
+}
+WITH_VALUE = ("policy_logit_head", "gaussian_head", "gaussian_head_softplus_std")
+INITIALIZATIONS = {
+    "fan_in_uniform": pr.networks.FanInUniform(),
+    "orthogonal": pr.networks.Orthogonal(math.sqrt(2)),
+    "lecun_normal": pr.networks.LecunNormal(bias_scale=0.05),
+}
+
+
+def _initialised(name, initialization, key=None):
+    """INITIALISABLE's part `name`, with `initialization` for all its layers."""
+    options = {"initialization": initialization}
+    if name in WITH_VALUE:
+        options["value_initialization"] = initialization
+    return INITIALISABLE[name](jax.random.key(0) if key is None else key, **options)
+
+
+def _weights_and_biases(layer):
+    """A layer's weight as a matrix of outputs by inputs (a convolution's flattened), and its bias."""
+    weight = np.asarray(layer.weight)
+    return weight.reshape(weight.shape[0], -1), np.ravel(layer.bias)
+
+
+@pytest.mark.parametrize("initialization", INITIALIZATIONS)
+@pytest.mark.parametrize("name", INITIALISABLE)
+def test_each_part_draws_its_parameters_in_one_random_call_with_every_initialization(name, initialization):
+    draws = _random_draws(lambda key: _initialised(name, INITIALIZATIONS[initialization], key))
+    assert draws == (2 if name in WITH_VALUE else 1)
+
+
+@pytest.mark.parametrize("name", INITIALISABLE)
+def test_fan_in_uniform_is_the_default_bit_for_bit(name):
+    key = jax.random.key(3)
+    explicit = _initialised(name, pr.networks.FanInUniform(), key)
+    helpers.assert_trees_close(explicit, INITIALISABLE[name](key), rtol=0, atol=0)
+
+
+def test_the_default_initialisation_draws_the_values_it_always_has():
+    """The values that podrace's documented results and seeds were built with, pinned."""
+    layer = pr.networks.MLPTorso((2,), (3,), key=jax.random.key(0)).layers[0]
+    weight = [[0.6330967545509338, 0.6768141388893127], [-0.23717565834522247, -0.04430948570370674]]
+    weight += [[0.09883756190538406, -0.47305014729499817]]
+    bias = [-0.2684253454208374, 0.2679659426212311, 0.3489806056022644]
+    np.testing.assert_array_equal(layer.weight, np.asarray(weight, np.float32))
+    np.testing.assert_array_equal(layer.bias, np.asarray(bias, np.float32))
+
+
+@pytest.mark.parametrize("name", INITIALISABLE)
+def test_orthogonal_weights_times_the_gain_and_zero_biases(name):
+    gain = math.sqrt(2)
+    layers = _equinox_layers(_initialised(name, pr.networks.Orthogonal(gain)))
+    assert layers
+    for layer in layers:
+        weight, bias = _weights_and_biases(layer)
+        # Orthonormal rows for a wide matrix, orthonormal columns for a tall one.
+        gram = weight @ weight.T if weight.shape[0] <= weight.shape[1] else weight.T @ weight
+        np.testing.assert_allclose(gram, gain**2 * np.eye(len(gram)), atol=1e-5)
+        np.testing.assert_array_equal(bias, 0)
+
+
+def test_orthogonal_gains_of_cleanrl_ppo_and_the_mean_scale_on_top():
+    key = jax.random.key(1)
+    head = pr.networks.PolicyLogitHead(
+        64,
+        6,
+        with_value=True,
+        initialization=pr.networks.Orthogonal(0.01),
+        value_initialization=pr.networks.Orthogonal(1.0),
+        key=key,
+    )
+    logits = np.asarray(head.linear.weight)
+    np.testing.assert_allclose(logits @ logits.T, 1e-4 * np.eye(6), atol=1e-9)
+    assert head.value_head is not None
+    np.testing.assert_allclose(np.linalg.norm(head.value_head.linear.weight), 1.0, rtol=1e-6)
+    # Without value_initialization the value layer keeps the default, whatever the logit layer's.
+    default = pr.networks.PolicyLogitHead(64, 6, with_value=True, key=key)
+    orthogonal_logits = pr.networks.PolicyLogitHead(
+        64, 6, with_value=True, initialization=pr.networks.Orthogonal(0.01), key=key
+    )
+    helpers.assert_trees_close(orthogonal_logits.value_head, default.value_head, rtol=0, atol=0)
+    # GaussianHead scales its mean layer by mean_init_scale after drawing it.
+    gaussian = pr.networks.GaussianHead(64, 6, initialization=pr.networks.Orthogonal(1.0), key=key)
+    mean = np.asarray(gaussian.linear.weight)
+    np.testing.assert_allclose(mean @ mean.T, 1e-4 * np.eye(6), atol=1e-9)
+
+
+# The standard deviation of a standard normal truncated to [-2, 2], as flax and JAX write it.
+TRUNCATED_STD = 0.87962566103423978
+
+
+@pytest.mark.parametrize("name", INITIALISABLE)
+def test_lecun_normal_weights_are_bounded_and_biases_in_their_range(name):
+    layers = _equinox_layers(_initialised(name, pr.networks.LecunNormal(bias_scale=0.05)))
+    assert layers
+    for layer in layers:
+        weight, bias = _weights_and_biases(layer)
+        bound = 2 / math.sqrt(layer_fan_in(layer)) / TRUNCATED_STD
+        assert np.all(np.abs(weight) <= bound * (1 + 1e-6))
+        assert np.all((bias >= 0) & (bias < 0.05))
+
+
+def test_lecun_normal_is_a_normal_truncated_at_two_standard_deviations_of_variance_one_over_fan_in():
+    fan_in = 512
+    torso = pr.networks.MLPTorso((64, 8), (512,), initialization=pr.networks.LecunNormal(), key=jax.random.key(0))
+    weight, bias = _weights_and_biases(torso.layers[0])
+    np.testing.assert_array_equal(bias, 0)
+    values, n = np.ravel(weight).astype(np.float64), weight.size
+    scale = 1 / math.sqrt(fan_in) / TRUNCATED_STD  # the standard deviation before truncation
+    # Truncated at 2 standard deviations: within them, and reaching them.
+    assert np.max(np.abs(values)) <= 2 * scale * (1 + 1e-6) and np.max(np.abs(values)) > 1.99 * scale
+    # Mean 0 and variance 1 / fan_in, each within 5 standard errors of its estimate.
+    assert abs(values.mean()) < 5 * values.std() / math.sqrt(n)
+    squares = values**2
+    assert abs(squares.mean() - 1 / fan_in) < 5 * squares.std() / math.sqrt(n)
+    # The share beyond one standard deviation is the truncated normal's, not the uniform's (1 / 2) nor the normal's.
+    beyond = (math.erf(math.sqrt(2)) - math.erf(math.sqrt(0.5))) / math.erf(math.sqrt(2))
+    assert abs(np.mean(np.abs(values) > scale) - beyond) < 5 * math.sqrt(beyond * (1 - beyond) / n)
+    # The same distribution as JAX's (and flax's) lecun_normal: a two-sample Kolmogorov-Smirnov
+    # distance below its critical value at a significance of 1e-6.
+    oracle = np.sort(np.ravel(jax.nn.initializers.lecun_normal()(jax.random.key(1), (fan_in, 512))))
+    grid = np.sort(values)
+    distance = np.max(np.abs(np.searchsorted(grid, grid, "right") / n - np.searchsorted(oracle, grid, "right") / n))
+    assert distance < math.sqrt(-0.5 * math.log(0.5e-6)) * math.sqrt(2 / n)
+
+
+def test_lecun_normal_biases_are_uniform_in_zero_to_the_bias_scale():
+    torso = pr.networks.MLPTorso((4,), (20000,), initialization=pr.networks.LecunNormal(0.05), key=jax.random.key(0))
+    bias = np.asarray(torso.layers[0].bias, np.float64)
+    assert np.all((bias >= 0) & (bias < 0.05))
+    # A uniform in [0, 0.05) has mean 0.025 and standard deviation 0.05 / sqrt(12); over n values
+    # their estimates have standard errors 0.05 / sqrt(12 n) and 0.05 / sqrt(60 n).
+    assert abs(bias.mean() - 0.025) < 5 * 0.05 / math.sqrt(12 * bias.size)
+    assert abs(bias.std() - 0.05 / math.sqrt(12)) < 5 * 0.05 / math.sqrt(60 * bias.size)
+
+
+# A wrong type is a TypeError naming the argument: podrace's own, or at test time the
+# jaxtyping hook's, which checks the annotations first.
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (lambda: pr.networks.Orthogonal(-1.0), ValueError, r"Orthogonal: gain must be finite and non-negative"),
+        (lambda: pr.networks.Orthogonal(float("nan")), ValueError, "gain must be finite and non-negative"),
+        (lambda: pr.networks.Orthogonal(jnp.asarray(2.0)), TypeError, "gain"),
+        (lambda: pr.networks.LecunNormal(bias_scale=-0.05), ValueError, "LecunNormal: bias_scale must be"),
+        (
+            lambda: pr.networks.MLPTorso((3,), (4,), initialization="orthogonal", key=jax.random.key(0)),
+            TypeError,
+            "initialization",
+        ),
+        (
+            lambda: pr.networks.PolicyLogitHead(
+                4, 2, value_initialization=pr.networks.Orthogonal(1.0), key=jax.random.key(0)
+            ),
+            ValueError,
+            r"PolicyLogitHead: value_initialization .* pass with_value=True",
+        ),
+        (
+            lambda: pr.networks.GaussianHead(
+                4, 2, value_initialization=pr.networks.LecunNormal(), key=jax.random.key(0)
+            ),
+            ValueError,
+            r"GaussianHead: value_initialization .* pass with_value=True",
+        ),
+    ],
+)
+def test_initializations_reject_bad_arguments(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_layer_fan_in_matches_equinox_and_refuses_unknown_layers():
+    def shaped(layer, *args):  # the layer's structure, without compiling its initialisation
+        return eqx.filter_eval_shape(layer, *args, key=jax.random.key(0))
+
+    assert layer_fan_in(shaped(eqx.nn.Linear, 16, 3)) == 16
+    assert layer_fan_in(shaped(eqx.nn.Linear, 16, "scalar")) == 16
+    assert layer_fan_in(shaped(eqx.nn.Linear, "scalar", 3)) == 1
+    assert layer_fan_in(shaped(eqx.nn.Conv2d, 4, 2, 2)) == 16
+    assert layer_fan_in(shaped(eqx.nn.GRUCell, 3, 16)) == 16
     with pytest.raises(TypeError, match="LayerNorm"):
-        fan_in_limit(eqx.nn.LayerNorm(4))
+        layer_fan_in(eqx.nn.LayerNorm(4))
 
 
 def test_mlp_torso_by_hand():

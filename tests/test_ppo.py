@@ -105,6 +105,42 @@ def test_ppo_takes_its_advantages_and_returns_from_the_targets():
     assert not np.allclose(doubled["policy_loss"], other["policy_loss"])
 
 
+def _reference_clipped_value_loss(loss, network, trajectory, targets) -> float:
+    """The clipped value term of a batch `[T + 1, B]` in float64, the old values read from `targets`."""
+    values = np.asarray(jax.vmap(jax.vmap(lambda o: network(o, ())[0]))(trajectory.timestep.observation).value)
+    values = values[:-1].astype(np.float64)
+    advantages, returns = (np.asarray(x, np.float64) for x in targets)
+    old_values = returns - advantages
+    eps = float(loss.clip_epsilon)
+    clipped = old_values + np.clip(values - old_values, -eps, eps)
+    errors = np.maximum((returns - values) ** 2, (returns - clipped) ** 2)
+    mask = ~np.asarray(trajectory.timestep.is_first)[1:]
+    return 0.5 * float((mask * errors).mean())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ppo_clipped_value_term_matches_a_float64_loop(seed):
+    # Targets from other parameters: the values the update started from differ from
+    # the network's, by more than the clip radius in some transitions.
+    loss = pr.losses.PPOLoss(discount=0.9, lambda_=0.8, clip_epsilon=0.05, clip_value=True)
+    network = helpers.logit_network(jax.random.key(seed), with_value=True)
+    trajectory = _behaviour_log_probs(helpers.random_trajectory(seed, 10, 4), seed)
+    targets = loss.targets(helpers.agent(helpers.logit_network(jax.random.key(seed + 10), with_value=True)), trajectory)
+    _, terms = loss(helpers.agent(network), trajectory, targets=targets)
+    expected = _reference_clipped_value_loss(loss, network, trajectory, targets)
+    np.testing.assert_allclose(terms["value_loss"], expected, rtol=2e-5)
+    unclipped = pr.losses.PPOLoss(discount=0.9, lambda_=0.8, clip_epsilon=0.05)
+    assert terms["value_loss"] > unclipped(helpers.agent(network), trajectory, targets=targets)[1]["value_loss"]
+
+
+def test_ppo_value_clipping_is_inactive_at_the_parameters_that_made_the_targets():
+    agent = helpers.agent(helpers.logit_network(jax.random.key(0), with_value=True))
+    trajectory = _behaviour_log_probs(helpers.random_trajectory(0, 10, 4), 0)
+    clipped, plain = (pr.losses.PPOLoss(discount=0.9, clip_value=clip) for clip in (True, False))
+    gradient = [jax.grad(lambda a, loss=loss: loss(a, trajectory)[0])(agent) for loss in (clipped, plain)]
+    helpers.assert_trees_close(gradient[0], gradient[1], rtol=1e-5, atol=1e-7)
+
+
 def test_ppo_gradient_is_zero_for_ratios_clipped_on_the_side_of_the_advantage():
     # With a clip radius near 0 and behaviour log-probabilities far below the learnt
     # ones, every ratio exceeds 1 + epsilon: positive advantages give no policy gradient.
@@ -173,25 +209,63 @@ def test_minibatches_split_the_targets_with_their_trajectories():
     np.testing.assert_array_equal(split[:, 0, :], np.asarray(minibatches.carry, np.float32))
 
 
+def test_transitions_are_the_steps_of_the_trajectories():
+    trajectory = helpers.random_trajectory(0, 4, 3)
+    targets = jnp.arange(12.0).reshape(4, 3)
+    transitions, split = pr.learners.as_transitions(trajectory, targets)
+    assert transitions.timestep.reward.shape == (2, 12)
+    assert transitions.policy_step.action.shape == (1, 12)
+    observation = np.asarray(trajectory.timestep.observation)
+    for b in range(3):
+        for t in range(4):
+            n = b * 4 + t  # each environment's transitions together
+            np.testing.assert_array_equal(transitions.timestep.observation[:, n], observation[t : t + 2, b])
+            assert transitions.policy_step.action[0, n] == trajectory.policy_step.action[t, b]
+            assert split[0, n] == targets[t, b]
+
+
+def test_ppo_loss_of_all_transitions_equals_its_loss_of_the_trajectories():
+    loss = pr.losses.PPOLoss(discount=0.9, lambda_=0.8, clip_value=True)
+    agent = helpers.agent(helpers.logit_network(jax.random.key(0), with_value=True))
+    trajectory = _behaviour_log_probs(helpers.random_trajectory(0, 10, 4), 0)
+    targets = loss.targets(agent, trajectory)
+    value, terms = loss(agent, trajectory, targets=targets)
+    transitions, transition_targets = pr.learners.as_transitions(trajectory, targets)
+    value_of_transitions, terms_of_transitions = loss(agent, transitions, targets=transition_targets)
+    np.testing.assert_allclose(value_of_transitions, value, rtol=1e-5)
+    helpers.assert_trees_close(terms_of_transitions, terms, rtol=1e-5, atol=1e-7)
+
+
 def _env_indices(num_envs):
     """A batch of trajectories whose carry is each environment's index (to follow the split)."""
     trajectory = helpers.random_trajectory(0, 1, num_envs)
     return pr.Trajectory(trajectory.timestep, trajectory.policy_step, jnp.arange(num_envs))
 
 
-def test_epochs_and_minibatches_take_one_gradient_step_each():
+@pytest.mark.parametrize("minibatches_of", ["trajectories", "transitions"])
+def test_epochs_and_minibatches_take_one_gradient_step_each(minibatches_of):
     optimizer = optax.sgd(0.1)
     network = helpers.logit_network(jax.random.key(0), with_value=True)
     loss = pr.losses.PPOLoss(discount=0.9)
-    learner = pr.Learner(network, pr.policies.Categorical(), loss, optimizer, num_epochs=2, num_minibatches=3)
+    learner = pr.Learner(
+        network,
+        pr.policies.Categorical(),
+        loss,
+        optimizer,
+        num_epochs=2,
+        num_minibatches=3,
+        minibatches_of=minibatches_of,
+    )
     trajectory = helpers.random_trajectory(0, 4, 6)
     state = learner.init(jax.random.key(1))
     new_state, metrics = jax.jit(lambda s, t: learner.update(s, t))(state, trajectory)
 
-    # The same steps by hand: the advantages from the initial parameters, the learner's
-    # key split, one permutation per epoch.
+    # The same steps by hand: the advantages from the initial parameters (of whole
+    # trajectories), the learner's key split, one permutation per epoch.
     _, shuffle_key = jax.random.split(state.key)
     targets = loss.targets(learner.agent(state), trajectory)
+    if minibatches_of == "transitions":
+        trajectory, targets = pr.learners.as_transitions(trajectory, targets)
     params, opt_state, losses = state.params, optimizer.init(state.params), []
     for epoch_key in jax.random.split(shuffle_key, 2):
         minibatches = pr.learners.shuffled_minibatches(trajectory, 3, epoch_key, axis_name=None, targets=targets)
@@ -217,6 +291,47 @@ def test_minibatches_must_divide_the_environments():
     learner = helpers.make_learner(jax.random.key(0), num_minibatches=4)
     with pytest.raises(ValueError, match=r"num_minibatches=4 must divide the number of environments per device \(6\)"):
         learner.update(learner.init(jax.random.key(0)), helpers.random_trajectory(0, 4, 6))
+
+
+def test_transition_minibatches_must_divide_the_transitions():
+    learner = pr.Learner(
+        helpers.logit_network(jax.random.key(0), with_value=True),
+        pr.policies.Categorical(),
+        pr.losses.PPOLoss(discount=0.9),
+        helpers.ADAM,
+        num_minibatches=5,
+        minibatches_of="transitions",
+    )
+    pr.Anakin(pr.envs.Catch(rows=5, columns=3), learner, num_envs=6, rollout_length=5)  # 30 transitions
+    message = r"num_minibatches=5 must divide the transitions per device \(6 environments x 4 steps\)"
+    with pytest.raises(ValueError, match=message):
+        learner.update(learner.init(jax.random.key(0)), helpers.random_trajectory(0, 4, 6))
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: pr.Learner(
+                helpers.recurrent_network(jax.random.key(0)),
+                pr.policies.Categorical(),
+                pr.losses.PPOLoss(discount=0.9),
+                helpers.ADAM,
+                minibatches_of="transitions",
+            ),
+            r"needs a feed-forward network",
+        ),
+        (
+            lambda: helpers.policy_gradient_learner(
+                jax.random.key(0), pr.losses.A2CLoss(discount=0.9), minibatches_of="transitions"
+            ),
+            r"A2CLoss computes them from whole trajectories",
+        ),
+    ],
+)
+def test_learner_refuses_transition_minibatches_it_cannot_learn_from(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
 
 
 @pytest.mark.parametrize("option", ["num_epochs", "num_minibatches"])

@@ -7,6 +7,15 @@ from .checker import EnvCheckError as EnvCheckError, EnvCheckReport as EnvCheckR
 from .deep_sea import DeepSea as DeepSea, DeepSeaState as DeepSeaState
 from .from_gymnax import GymnaxEnv as GymnaxEnv
 from .pendulum import Pendulum as Pendulum, PendulumState as PendulumState, pendulum_v1 as pendulum_v1
+from .probes import (
+    AbstractProbe as AbstractProbe,
+    ActionRewardProbe as ActionRewardProbe,
+    ConstantRewardProbe as ConstantRewardProbe,
+    DelayedRewardProbe as DelayedRewardProbe,
+    ObservationActionRewardProbe as ObservationActionRewardProbe,
+    ObservationRewardProbe as ObservationRewardProbe,
+    ProbeState as ProbeState,
+)
 from .repeat_first import RepeatFirst as RepeatFirst, RepeatFirstState as RepeatFirstState
 from .wrappers import (
     AutoReset as AutoReset,
@@ -33,6 +42,13 @@ __all__ = [
     "Pendulum",
     "PendulumState",
     "pendulum_v1",
+    "AbstractProbe",
+    "ProbeState",
+    "ConstantRewardProbe",
+    "ObservationRewardProbe",
+    "DelayedRewardProbe",
+    "ActionRewardProbe",
+    "ObservationActionRewardProbe",
     "RepeatFirst",
     "RepeatFirstState",
     "AutoReset",

@@ -109,11 +109,54 @@ def play_episodes(
     observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
     check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
 
+    def act(observation, carry, key):
+        output, carry = network(observation, carry)
+        return policy(output, key).action, carry
+
+    return _episodes(env, act, network.initial_carry(), key, num_episodes=num_episodes, max_steps=max_steps)
+
+
+@eqx.filter_jit
+def random_policy_episodes(
+    env: AbstractEnv, *, num_episodes: int, key: PRNGKeyArray, max_steps: int = 10_000
+) -> EvaluationResult:
+    """Plays `num_episodes` whole episodes with uniformly random actions, in one compiled call.
+
+    Each action is drawn from the action space's `sample`: a uniform choice of a
+    discrete action, a uniform point of a box. A random policy's return is the floor
+    that published results are measured against (e.g. the verdicts of
+    [`podrace.recipes`][]).
+
+    **Arguments:**
+
+    - `env`: a bare (not auto-resetting) JAX environment.
+    - `num_episodes`: how many episodes.
+    - `key`: the actions' and the environment's randomness.
+    - `max_steps`: the step budget per episode.
+
+    **Returns:**
+
+    An [`podrace.EvaluationResult`][].
+    """
+    check_positive_int("random_policy_episodes", "num_episodes", num_episodes)
+    return _episodes(
+        env,
+        lambda observation, carry, key: (env.action_space.sample(key), carry),
+        (),
+        key,
+        num_episodes=num_episodes,
+        max_steps=max_steps,
+    )
+
+
+def _episodes(env: AbstractEnv, act, initial_carry, key: PRNGKeyArray, *, num_episodes, max_steps) -> EvaluationResult:
+    """Episodes side by side, one environment each, acting with `act(observation, carry, key) -> (action, carry)`."""
+
     def episode(key):
         reset_key, key = jax.random.split(key)
         state, timestep = env.reset(reset_key)
         zero = jnp.zeros((), jnp.int32)
-        init = (state, timestep, network.initial_carry(), key, jnp.zeros(()), zero, jnp.asarray(False))
+        init = (state, timestep, initial_carry, key, jnp.zeros(()), zero, jnp.asarray(False))
 
         def running(carry):
             *_, length, ended = carry
@@ -122,8 +165,7 @@ def play_episodes(
         def step(carry):
             state, timestep, net_carry, key, episode_return, length, _ = carry
             key, act_key, step_key = jax.random.split(key, 3)
-            output, net_carry = network(timestep.observation, net_carry)
-            action = policy(output, act_key).action
+            action, net_carry = act(timestep.observation, net_carry, act_key)
             state, timestep = env.step(state, action, step_key)
             return state, timestep, net_carry, key, episode_return + timestep.reward, length + 1, timestep.is_last
 

@@ -5,12 +5,14 @@ from .learner import (
     AbstractLearner as AbstractLearner,
     Learner as Learner,
     LearnerState as LearnerState,
+    as_transitions as as_transitions,
     shuffled_minibatches as shuffled_minibatches,
 )
 
 
 __all__ = [
     "AbstractLearner",
+    "as_transitions",
     "DQNLearner",
     "DQNState",
     "Learner",

@@ -1,6 +1,6 @@
 import abc
 import re
-from typing import Generic, TypeVar, final
+from typing import Generic, Literal, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -186,8 +186,11 @@ class Learner(AbstractLearner[LearnerState]):
     """An on-policy learner: a network, the policy that acts with it, a loss and an optax optimiser.
 
     Each update learns from the rollout just collected: `num_epochs` passes over it,
-    each split into `num_minibatches` minibatches of whole trajectories (shuffled
-    along the environment axis), one gradient step per minibatch. What the loss takes
+    each split into `num_minibatches` minibatches, one gradient step per minibatch.
+    A minibatch holds whole trajectories (shuffled along the environment axis), as a
+    recurrent network needs, or, with `minibatches_of="transitions"`, single
+    transitions shuffled over the whole rollout, as the published feed-forward PPOs
+    draw them. What the loss takes
     from the rollout ahead of its steps (its [`targets`][podrace.losses.AbstractLoss.targets],
     e.g. PPO's advantages) is computed once per update, before the first step, and
     split with the trajectories. One epoch and one
@@ -206,8 +209,14 @@ class Learner(AbstractLearner[LearnerState]):
     - `optimizer`: an optax gradient transformation.
     - `num_epochs`: passes over each rollout.
     - `num_minibatches`: minibatches per pass; must divide the number of environments
-        per device. Each minibatch takes the same share of every device's environments,
-        drawn so that the minibatches do not depend on how many devices there are.
+        per device (of transitions per device, `num_envs * rollout_length`, for
+        `minibatches_of="transitions"`). Each minibatch takes the same share of every
+        device's environments, drawn so that the minibatches do not depend on how many
+        devices there are.
+    - `minibatches_of`: `"trajectories"` (whole trajectories, the default) or
+        `"transitions"` (single transitions, for a feed-forward network and a loss
+        that computes its [`targets`][podrace.losses.AbstractLoss.targets] ahead, such
+        as PPO's; each transition's targets come from its whole trajectory).
     - `check_nans`: if set, an update whose loss terms are not finite raises an error
         naming the term (opt-in: it adds a host check to the compiled program).
     """
@@ -218,11 +227,30 @@ class Learner(AbstractLearner[LearnerState]):
     optimizer: optax.GradientTransformation
     num_epochs: int = eqx.field(static=True, default=1, kw_only=True)
     num_minibatches: int = eqx.field(static=True, default=1, kw_only=True)
+    minibatches_of: Literal["trajectories", "transitions"] = eqx.field(
+        static=True, default="trajectories", kw_only=True
+    )
     check_nans: bool = eqx.field(static=True, default=False, kw_only=True)
 
     def __check_init__(self):
         check_positive_int("Learner", "num_epochs", self.num_epochs)
         check_positive_int("Learner", "num_minibatches", self.num_minibatches)
+        if self.minibatches_of not in ("trajectories", "transitions"):
+            raise ValueError(
+                f"Learner: minibatches_of must be 'trajectories' or 'transitions', got {self.minibatches_of!r}."
+            )
+        if self.minibatches_of == "transitions":
+            if jax.tree.leaves(self.network.initial_carry()):
+                raise ValueError(
+                    "Learner: minibatches_of='transitions' needs a feed-forward network; a recurrent network "
+                    "unrolls over whole trajectories: use minibatches_of='trajectories'."
+                )
+            if type(self.loss).targets is AbstractLoss.targets:
+                raise ValueError(
+                    f"Learner: minibatches_of='transitions' needs a loss that computes its targets once per update "
+                    f"(such as PPOLoss); {type(self.loss).__name__} computes them from whole trajectories: use "
+                    "minibatches_of='trajectories'."
+                )
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep | None = None) -> LearnerState:
         """The initial state: the network's own parameters and a fresh optimiser state.
@@ -237,6 +265,8 @@ class Learner(AbstractLearner[LearnerState]):
         return LearnerState(params, self.optimizer.init(params), jnp.asarray(0, jnp.int32), key)
 
     def check_num_envs(self, num_envs: int) -> None:
+        if self.minibatches_of == "transitions":
+            return  # checked against the rollout's transitions in `update`
         if num_envs % self.num_minibatches:
             raise ValueError(
                 f"Learner: num_minibatches={self.num_minibatches} must divide the number of environments "
@@ -250,6 +280,12 @@ class Learner(AbstractLearner[LearnerState]):
         self, state: LearnerState, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[LearnerState, UpdateMetrics]:
         self.check_num_envs(trajectory.timestep.reward.shape[1])
+        if self.minibatches_of == "transitions" and trajectory.policy_step.action.size % self.num_minibatches:
+            num_steps, num_envs = trajectory.timestep.reward.shape
+            raise ValueError(
+                f"Learner: num_minibatches={self.num_minibatches} must divide the transitions per device "
+                f"({num_envs} environments x {num_steps - 1} steps); pick num_envs or rollout_length accordingly."
+            )
 
         def step(carry, minibatch: tuple[Trajectory, PyTree[Array]]):
             params, opt_state = carry
@@ -273,6 +309,8 @@ class Learner(AbstractLearner[LearnerState]):
         else:
             key, shuffle_key = jax.random.split(state.key)
             targets = self.loss.targets(self.agent(state), trajectory)
+            if self.minibatches_of == "transitions":
+                trajectory, targets = as_transitions(trajectory, targets)
             minibatches = jax.vmap(
                 lambda key: shuffled_minibatches(
                     trajectory, self.num_minibatches, key, axis_name=axis_name, targets=targets
@@ -283,6 +321,31 @@ class Learner(AbstractLearner[LearnerState]):
             (params, opt_state), metrics = jax.lax.scan(step, (state.params, state.opt_state), minibatches)
             metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
         return LearnerState(params, opt_state, state.num_updates + 1, key), metrics
+
+
+def as_transitions(
+    trajectory: Trajectory, targets: PyTree[Float[Array, "T B"]]
+) -> tuple[Trajectory, PyTree[Float[Array, "1 B*T"]]]:
+    """A batch of feed-forward trajectories `[T + 1, B]` as `B * T` one-step trajectories `[2, B * T]`.
+
+    One-step trajectory `b * T + t` holds time steps `t` and `t + 1` of trajectory `b`,
+    action `t` and the targets of transition `t`: shuffling these along the batch
+    axis shuffles single transitions. The numbering keeps each environment's
+    transitions together, so that a device's transitions stay consecutive in the
+    numbering over all devices.
+    """
+
+    def pairs(x: Array) -> Array:  # [T + 1, B, ...] -> [2, B * T, ...]
+        both = jnp.stack([x[:-1], x[1:]])
+        return jnp.swapaxes(both, 1, 2).reshape(2, -1, *x.shape[2:])
+
+    def singles(x: Array) -> Array:  # [T, B, ...] -> [1, B * T, ...]
+        return jnp.swapaxes(x, 0, 1).reshape(1, -1, *x.shape[2:])
+
+    transitions = Trajectory(
+        jax.tree.map(pairs, trajectory.timestep), jax.tree.map(singles, trajectory.policy_step), trajectory.carry
+    )
+    return transitions, jax.tree.map(singles, targets)
 
 
 def shuffled_minibatches(

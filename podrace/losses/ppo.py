@@ -27,13 +27,16 @@ class PPOLoss(AbstractLoss):
     `normalize_advantages`, standardised over each minibatch. The policy term clips
     the ratio `pi / mu` of the learnt policy to the behaviour policy to
     `[1 - clip_epsilon, 1 + clip_epsilon]`; the value head regresses the returns
-    `advantage + value` of those same values. Pair it with a
+    `advantage + value` of those same values. With `clip_value`, the value term is
+    the larger of the squared errors of the new value and of the new value clipped to
+    `clip_epsilon` around the one the update started from, as the published PPO
+    implementations (OpenAI Baselines, CleanRL, gymnax-blines) compute it. Pair it with a
     [`podrace.Learner`][] with several epochs and minibatches.
 
     Reference: Schulman et al., "Proximal Policy Optimization Algorithms", 2017
     (advantages computed once per rollout, then epochs of minibatch steps);
     Andrychowicz et al., "What Matters In On-Policy Reinforcement Learning?", ICLR 2021
-    (per-minibatch normalisation, no value clipping).
+    (per-minibatch normalisation; value clipping, which they find does not help).
 
     **Arguments:**
 
@@ -43,6 +46,8 @@ class PPOLoss(AbstractLoss):
     - `value_coefficient`: the weight of the value term (>= 0).
     - `entropy_coefficient`: the weight of the entropy bonus (>= 0).
     - `normalize_advantages`: whether to standardise advantages over the minibatch.
+    - `clip_value`: whether to clip the value term around the values the update
+        started from (off by default).
     - `associative_scan`: whether GAE runs as an associative (log-depth) scan rather
         than a sequential one, see [`podrace.losses.discounted_returns`][].
     """
@@ -53,6 +58,7 @@ class PPOLoss(AbstractLoss):
     value_coefficient: Float[Array, ""]
     entropy_coefficient: Float[Array, ""]
     normalize_advantages: bool = eqx.field(static=True)
+    clip_value: bool = eqx.field(static=True)
     associative_scan: bool = eqx.field(static=True)
     input_type = AbstractPolicyOutput
 
@@ -65,6 +71,7 @@ class PPOLoss(AbstractLoss):
         value_coefficient: ArrayLike = 0.5,
         entropy_coefficient: ArrayLike = 0.01,
         normalize_advantages: bool = True,
+        clip_value: bool = False,
         associative_scan: bool = False,
     ):
         self.discount = jnp.asarray(discount, jnp.float32)
@@ -73,6 +80,7 @@ class PPOLoss(AbstractLoss):
         self.value_coefficient = jnp.asarray(value_coefficient, jnp.float32)
         self.entropy_coefficient = jnp.asarray(entropy_coefficient, jnp.float32)
         self.normalize_advantages = normalize_advantages
+        self.clip_value = clip_value
         self.associative_scan = associative_scan
 
     def __check_init__(self):
@@ -119,10 +127,17 @@ class PPOLoss(AbstractLoss):
             lambda t, p, c, targets: self._parts(agent, Trajectory(t, p, c), targets), in_axes=(1, 1, 0, 1)
         )(trajectory.timestep, trajectory.policy_step, trajectory.carry, targets)
         log_pi, log_mu, advantages, returns, values, mask, entropy = (x.ravel() for x in parts)
+        returns, advantages = jax.lax.stop_gradient((returns, advantages))
+        value_errors = jnp.square(returns - values)
+        if self.clip_value:
+            # The values the update started from, those the targets were computed with.
+            old_values = returns - advantages
+            clipped = old_values + jnp.clip(values - old_values, -self.clip_epsilon, self.clip_epsilon)
+            value_errors = jnp.maximum(value_errors, jnp.square(returns - clipped))
         if self.normalize_advantages:
             advantages = _standardized(advantages, mask, axis_name)
         policy_loss = ppo_clipped_surrogate(log_pi, log_mu, advantages, self.clip_epsilon, weights=mask)
-        value_loss = 0.5 * jnp.mean(mask * jnp.square(jax.lax.stop_gradient(returns) - values))
+        value_loss = 0.5 * jnp.mean(mask * value_errors)
         entropy = jnp.mean(mask * entropy)
         loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}

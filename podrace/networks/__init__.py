@@ -1,4 +1,4 @@
-"""Networks: an abstract interface with a recurrent carry, torsos and heads."""
+"""Networks: an abstract interface with a recurrent carry, torsos and heads, and their initialisations."""
 
 from ._base import AbstractNetwork as AbstractNetwork
 from .feedforward import (
@@ -13,6 +13,13 @@ from .heads import (
     PolicyLogitHead as PolicyLogitHead,
     QValueHead as QValueHead,
     ValueHead as ValueHead,
+)
+from .initializations import (
+    AbstractInitialization as AbstractInitialization,
+    FanInUniform as FanInUniform,
+    LecunNormal as LecunNormal,
+    Orthogonal as Orthogonal,
+    ParameterSpec as ParameterSpec,
 )
 from .recurrent import (
     AbstractCore as AbstractCore,
@@ -31,16 +38,21 @@ __all__ = [
     "AbstractFeedForwardNetwork",
     "AbstractCore",
     "AbstractHead",
+    "AbstractInitialization",
     "AbstractNetwork",
     "AbstractTorso",
     "AbstractValueHead",
     "ActorCriticNetwork",
     "ConvTorso",
+    "FanInUniform",
     "FeedForwardNetwork",
     "GaussianHead",
     "GRUCore",
+    "LecunNormal",
     "LSTMCore",
     "MLPTorso",
+    "Orthogonal",
+    "ParameterSpec",
     "PolicyLogitHead",
     "QValueHead",
     "RecurrentNetwork",

@@ -1,6 +1,6 @@
 import abc
 import functools
-from typing import ClassVar, Generic, TypeVar, final
+from typing import ClassVar, Generic, Literal, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -10,6 +10,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._types import AbstractNetworkOutput, GaussianParams, PolicyLogits, QValues
 from .._validation import check_positive_int
 from ._layers import apply_linear, init_layers
+from .initializations import AbstractInitialization, FanInUniform
 
 
 OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
@@ -97,6 +98,8 @@ class QValueHead(AbstractHead[QValues]):
 
     - `in_size`: the feature size.
     - `num_actions`: the number of discrete actions.
+    - `initialization`: how the layer's weights and bias are drawn (an
+        [`podrace.networks.AbstractInitialization`][]).
     - `key`: initialisation randomness.
     """
 
@@ -106,8 +109,17 @@ class QValueHead(AbstractHead[QValues]):
     emits_value: bool = eqx.field(static=True)
     output_type = QValues
 
-    def __init__(self, in_size: int, num_actions: int, *, key: PRNGKeyArray):
-        (self.linear,) = init_layers(key, functools.partial(eqx.nn.Linear, in_size, num_actions))
+    def __init__(
+        self,
+        in_size: int,
+        num_actions: int,
+        *,
+        initialization: AbstractInitialization = FanInUniform(),
+        key: PRNGKeyArray,
+    ):
+        (self.linear,) = init_layers(
+            key, functools.partial(eqx.nn.Linear, in_size, num_actions), initialization=initialization
+        )
         self.in_size = in_size
         self.num_actions = num_actions
         self.emits_value = False
@@ -123,18 +135,37 @@ class ValueHead(AbstractValueHead):
     **Arguments:**
 
     - `in_size`: the feature size.
+    - `initialization`: how the layer's weights and bias are drawn (an
+        [`podrace.networks.AbstractInitialization`][]; CleanRL's PPO uses `Orthogonal(1.0)`).
     - `key`: initialisation randomness.
     """
 
     linear: eqx.nn.Linear
     in_size: int = eqx.field(static=True)
 
-    def __init__(self, in_size: int, *, key: PRNGKeyArray):
-        (self.linear,) = init_layers(key, functools.partial(eqx.nn.Linear, in_size, "scalar"))
+    def __init__(self, in_size: int, *, initialization: AbstractInitialization = FanInUniform(), key: PRNGKeyArray):
+        (self.linear,) = init_layers(
+            key, functools.partial(eqx.nn.Linear, in_size, "scalar"), initialization=initialization
+        )
         self.in_size = in_size
 
     def __call__(self, features: Float[Array, " in_size"]) -> Float[Array, ""]:
         return apply_linear(self.linear, features)
+
+
+def _value_head(
+    owner: str, in_size: int, with_value: bool, initialization: AbstractInitialization, key: PRNGKeyArray
+) -> ValueHead | None:
+    """The value head beside a policy head's layer, or `None` without `with_value`."""
+    if with_value:
+        return ValueHead(in_size, initialization=initialization, key=key)
+    if initialization != FanInUniform():
+        raise ValueError(
+            f"{owner}: value_initialization is for the value layer, which the head has only with "
+            "with_value=True; pass with_value=True, or leave value_initialization out (for a separate critic, "
+            "pass the initialization to its podrace.networks.ValueHead)."
+        )
+    return None
 
 
 @final
@@ -146,6 +177,10 @@ class PolicyLogitHead(AbstractHead[PolicyLogits]):
     - `in_size`: the feature size.
     - `num_actions`: the number of discrete actions.
     - `with_value`: whether to add a [`podrace.networks.ValueHead`][] (actor-critic).
+    - `initialization`: how the logit layer's weights and bias are drawn (an
+        [`podrace.networks.AbstractInitialization`][]; CleanRL's PPO uses `Orthogonal(0.01)`).
+    - `value_initialization`: the same for the value layer, with `with_value` (CleanRL's
+        PPO uses `Orthogonal(1.0)`).
     - `key`: initialisation randomness.
     """
 
@@ -156,10 +191,21 @@ class PolicyLogitHead(AbstractHead[PolicyLogits]):
     emits_value: bool = eqx.field(static=True)
     output_type = PolicyLogits
 
-    def __init__(self, in_size: int, num_actions: int, *, with_value: bool = False, key: PRNGKeyArray):
+    def __init__(
+        self,
+        in_size: int,
+        num_actions: int,
+        *,
+        with_value: bool = False,
+        initialization: AbstractInitialization = FanInUniform(),
+        value_initialization: AbstractInitialization = FanInUniform(),
+        key: PRNGKeyArray,
+    ):
         policy_key, value_key = jax.random.split(key)
-        (self.linear,) = init_layers(policy_key, functools.partial(eqx.nn.Linear, in_size, num_actions))
-        self.value_head = ValueHead(in_size, key=value_key) if with_value else None
+        (self.linear,) = init_layers(
+            policy_key, functools.partial(eqx.nn.Linear, in_size, num_actions), initialization=initialization
+        )
+        self.value_head = _value_head("PolicyLogitHead", in_size, with_value, value_initialization, value_key)
         self.in_size = in_size
         self.num_actions = num_actions
         self.emits_value = with_value
@@ -171,32 +217,45 @@ class PolicyLogitHead(AbstractHead[PolicyLogits]):
 
 @final
 class GaussianHead(AbstractHead[GaussianParams]):
-    """A diagonal Gaussian policy head: a linear mean and a learnt, state-independent log-std.
+    """A diagonal Gaussian policy head: a linear mean and a learnt standard deviation.
 
-    The log standard deviation is a parameter vector of its own, not a function of the
-    features, as in PPO's usual continuous-control setup. The mean layer starts with
-    its weights and bias scaled by `mean_init_scale`, so that the initial policy is
-    nearly the same Gaussian around 0 in every state. Samples are unbounded; clip them
-    in the environment (as [`podrace.envs.Pendulum`][] does). Its `num_actions` is
-    `action_size`.
+    With `std="parameter"` (the default) the log standard deviation is a parameter
+    vector of its own, not a function of the features, as in PPO's usual
+    continuous-control setup. With `std="softplus"` it depends on the state: a second
+    linear layer's output `z` gives the standard deviation `softplus(z) + min_std`, as
+    gymnax-blines' PPO computes it. The mean layer starts with its weights and bias
+    scaled by `mean_init_scale`, so that the initial policy is nearly the same
+    Gaussian around 0 in every state. Samples are unbounded; clip them in the
+    environment (as [`podrace.envs.Pendulum`][] does). Its `num_actions` is `action_size`.
 
     Reference: Schulman et al., "Proximal Policy Optimization Algorithms", 2017;
     Andrychowicz et al., "What Matters In On-Policy Reinforcement Learning? A
-    Large-Scale Empirical Study", ICLR 2021 (state-independent std, small last layer).
+    Large-Scale Empirical Study", ICLR 2021 (state-independent std, small last layer;
+    softplus of a network output as one of the compared forms).
 
     **Arguments:**
 
     - `in_size`: the feature size.
     - `action_size`: the dimension of the (flat) action vector.
     - `with_value`: whether to add a [`podrace.networks.ValueHead`][] (actor-critic).
-    - `initial_log_std`: the initial log standard deviation of every action dimension.
-    - `mean_init_scale`: the factor on the mean layer's initial weights and bias.
+    - `std`: `"parameter"` (state-independent) or `"softplus"` (state-dependent).
+    - `initial_log_std`: the initial log standard deviation of every action dimension
+        (for `std="parameter"`).
+    - `min_std`: the floor added to the softplus (for `std="softplus"`, > 0).
+    - `mean_init_scale`: the factor on the mean layer's initial weights and bias, after
+        `initialization` (1 for the mean layer as `initialization` draws it).
+    - `initialization`: how the mean layer's (and with `std="softplus"`, the standard
+        deviation layer's) weights and bias are drawn (an
+        [`podrace.networks.AbstractInitialization`][]; gymnax-blines' PPO uses
+        `LecunNormal(bias_scale=0.05)` with `mean_init_scale=1.0`).
+    - `value_initialization`: the same for the value layer, with `with_value`.
     - `key`: initialisation randomness.
     """
 
     linear: eqx.nn.Linear
-    log_std: Float[Array, " action_size"]
+    log_std: Float[Array, " action_size"] | eqx.nn.Linear
     value_head: ValueHead | None
+    min_std: float = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
@@ -209,20 +268,38 @@ class GaussianHead(AbstractHead[GaussianParams]):
         action_size: int,
         *,
         with_value: bool = False,
+        std: Literal["parameter", "softplus"] = "parameter",
         initial_log_std: float = 0.0,
+        min_std: float = 1e-3,
         mean_init_scale: float = 0.01,
+        initialization: AbstractInitialization = FanInUniform(),
+        value_initialization: AbstractInitialization = FanInUniform(),
         key: PRNGKeyArray,
     ):
         check_positive_int("GaussianHead", "action_size", action_size)
+        if std not in ("parameter", "softplus"):
+            raise ValueError(f"GaussianHead: std must be 'parameter' or 'softplus', got {std!r}.")
+        if not min_std > 0:
+            raise ValueError(f"GaussianHead: min_std must be positive, got {min_std}.")
         mean_key, value_key = jax.random.split(key)
-        (linear,) = init_layers(mean_key, functools.partial(eqx.nn.Linear, in_size, action_size))
+        layer = functools.partial(eqx.nn.Linear, in_size, action_size)
+        if std == "softplus":
+            # The learnt log standard deviation is a function of the features: the layer of z.
+            linear, self.log_std = init_layers(mean_key, layer, layer, initialization=initialization)
+        else:
+            (linear,) = init_layers(mean_key, layer, initialization=initialization)
+            self.log_std = jnp.full((action_size,), initial_log_std, jnp.float32)
         self.linear = jax.tree.map(lambda x: mean_init_scale * x, linear)
-        self.log_std = jnp.full((action_size,), initial_log_std, jnp.float32)
-        self.value_head = ValueHead(in_size, key=value_key) if with_value else None
+        self.min_std = min_std
+        self.value_head = _value_head("GaussianHead", in_size, with_value, value_initialization, value_key)
         self.in_size = in_size
         self.action_size = self.num_actions = action_size
         self.emits_value = with_value
 
     def __call__(self, features: Float[Array, " in_size"]) -> GaussianParams:
         value = None if self.value_head is None else self.value_head(features)
-        return GaussianParams(apply_linear(self.linear, features), self.log_std, value)
+        if isinstance(self.log_std, eqx.nn.Linear):
+            log_std = jnp.log(jax.nn.softplus(apply_linear(self.log_std, features)) + self.min_std)
+        else:
+            log_std = self.log_std
+        return GaussianParams(apply_linear(self.linear, features), log_std, value)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Shaped
 
 from ._layers import apply_linear, init_layers
+from .initializations import AbstractInitialization, FanInUniform
 
 
 def _dense_layers(in_size: int, hidden_sizes: Sequence[int]) -> list[Callable[..., eqx.nn.Linear]]:
@@ -53,6 +54,9 @@ class MLPTorso(AbstractTorso):
     - `observation_shape`: the shape of one observation.
     - `hidden_sizes`: the width of each hidden layer.
     - `activation`: applied after every layer.
+    - `initialization`: how every layer's weights and bias are drawn (an
+        [`podrace.networks.AbstractInitialization`][]; CleanRL's PPO uses
+        `Orthogonal(math.sqrt(2))`).
     - `key`: initialisation randomness.
     """
 
@@ -66,11 +70,14 @@ class MLPTorso(AbstractTorso):
         hidden_sizes: Sequence[int],
         *,
         activation: Callable[[Array], Array] = jax.nn.relu,
+        initialization: AbstractInitialization = FanInUniform(),
         key: PRNGKeyArray,
     ):
         if not hidden_sizes or any(size <= 0 for size in hidden_sizes):
             raise ValueError(f"MLPTorso needs at least one positive hidden size, got {tuple(hidden_sizes)}.")
-        self.layers = init_layers(key, *_dense_layers(math.prod(observation_shape), hidden_sizes))
+        self.layers = init_layers(
+            key, *_dense_layers(math.prod(observation_shape), hidden_sizes), initialization=initialization
+        )
         self.activation = activation
         self.output_size = hidden_sizes[-1]
 
@@ -110,6 +117,9 @@ class ConvTorso(AbstractTorso):
     - `hidden_sizes`: the width of each dense layer after flattening (none by default:
         the features are the flattened last feature map).
     - `activation`: applied after every layer.
+    - `initialization`: how every convolution's and dense layer's weights and bias are
+        drawn (an [`podrace.networks.AbstractInitialization`][]; [`podrace.networks.Orthogonal`][]
+        treats a convolution's weight as a matrix of output channels by inputs to one output).
     - `key`: initialisation randomness.
     """
 
@@ -128,6 +138,7 @@ class ConvTorso(AbstractTorso):
         padding: Literal["SAME", "VALID"] = "SAME",
         hidden_sizes: Sequence[int] = (),
         activation: Callable[[Array], Array] = jax.nn.relu,
+        initialization: AbstractInitialization = FanInUniform(),
         key: PRNGKeyArray,
     ):
         if len(observation_shape) != 3 or any(size <= 0 for size in observation_shape):
@@ -162,7 +173,9 @@ class ConvTorso(AbstractTorso):
                     "kernels or SAME."
                 )
             in_channels = out_channels
-        layers = init_layers(key, *convs, *_dense_layers(height * width * in_channels, hidden_sizes))
+        layers = init_layers(
+            key, *convs, *_dense_layers(height * width * in_channels, hidden_sizes), initialization=initialization
+        )
         self.convs = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Conv2d))
         self.layers = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Linear))
         self.activation = activation

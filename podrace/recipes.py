@@ -1,0 +1,844 @@
+"""Published experiments, reproduced: each recipe is a published result and podrace's faithful configuration.
+
+A recipe names a published number (its source, spread and how it was measured), the
+published hyperparameters as the source spells them, and builds podrace's pipeline
+from those values and nothing else. [`podrace.recipes.reproduce`][] trains a recipe
+for several seeds as one [`podrace.Population`][] (one compiled program), measures
+each seed as the source measured it, and judges the mean against the published value
+(`podrace reproduce NAME --seeds N` on the command line).
+
+**Verdict rule.** A recipe reaches the published result when the mean over seeds is
+at least the published value minus the larger of its published spread and a tenth of
+the distance between a uniformly random policy's return and the published value.
+
+The settings classes hold the hyperparameters under the sources' own names: each
+builds its pipeline from them alone, so a recipe cannot be tuned away from its
+source. A tuned variant is a recipe of its own, with its own name.
+
+Reference: Lange, gymnax-blines (`agents/<env>/ppo.yaml`, `utils/ppo.py`,
+`utils/models.py`), 2022; Huang et al., "CleanRL: High-quality Single-file
+Implementations of Deep Reinforcement Learning Algorithms", JMLR 2022 (`ppo.py`,
+`dqn_jax.py` and their documented results).
+"""
+
+import abc
+import dataclasses
+import json
+import math
+import pathlib
+import platform
+import time
+from collections.abc import Callable
+from typing import Any, Literal, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, ArrayLike, PRNGKeyArray
+from tqdm.auto import tqdm
+
+from ._types import Box, Discrete
+from .envs import AbstractEnv, GymnaxEnv
+from .executors.anakin import Anakin
+from .executors.evaluation import random_policy_episodes
+from .executors.population import Population, evaluate_population
+from .learners import DQNLearner, Learner
+from .losses import PPOLoss, QLearningLoss
+from .networks import (
+    AbstractHead,
+    ActorCriticNetwork,
+    FeedForwardNetwork,
+    GaussianHead,
+    LecunNormal,
+    MLPTorso,
+    Orthogonal,
+    PolicyLogitHead,
+    QValueHead,
+    ValueHead,
+)
+from .policies import AbstractPolicy, Categorical, Gaussian
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """A published result.
+
+    **Arguments:**
+
+    - `value`: the published return.
+    - `spread`: its published standard deviation over runs, or `None` if none is given.
+    - `num_runs`: the runs (seeds) behind it.
+    - `source`: where it is published (repository and file, or paper and table).
+    - `measure`: `"evaluation"` (the final policy plays `evaluation_episodes` episodes,
+        sampling its actions) or `"training"` (the mean return of the last
+        `training_episodes` episodes played while training, per run).
+    - `episodes`: the episodes behind each run's number.
+    """
+
+    value: float
+    spread: float | None
+    num_runs: int
+    source: str
+    measure: Literal["evaluation", "training"]
+    episodes: int
+
+
+class AbstractSettings(eqx.Module):
+    """The published hyperparameters of an algorithm, under its source's names, and the pipeline they make."""
+
+    @abc.abstractmethod
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        """podrace's faithful configuration: one seed's pipeline, its network drawn from `key`."""
+
+    @property
+    @abc.abstractmethod
+    def num_updates(self) -> int:
+        """Updates that spend the published budget of environment steps (rounded down to whole updates)."""
+
+    @property
+    @abc.abstractmethod
+    def algorithm(self) -> str:
+        """The algorithm's name, as the results table shows it."""
+
+
+def _separate_mlps(
+    env: AbstractEnv,
+    hidden: tuple[int, ...],
+    activation: Callable[[jax.Array], jax.Array],
+    key: PRNGKeyArray,
+    *,
+    torso_initialization: Any,
+    head: Callable[[int, Any, PRNGKeyArray], AbstractHead[Any]],
+    value_initialization: Any,
+) -> ActorCriticNetwork:
+    """An actor MLP with `head` on top and a critic MLP with a value head, sharing no parameters."""
+    actor_key, head_key, critic_key, value_key = jax.random.split(key, 4)
+    shape = _observation_shape(env)
+    torso = MLPTorso(shape, hidden, activation=activation, initialization=torso_initialization, key=actor_key)
+    critic = MLPTorso(shape, hidden, activation=activation, initialization=torso_initialization, key=critic_key)
+    return ActorCriticNetwork(
+        torso,
+        head(hidden[-1], env.action_space, head_key),
+        critic,
+        ValueHead(hidden[-1], initialization=value_initialization, key=value_key),
+    )
+
+
+def _observation_shape(env: AbstractEnv) -> tuple[int, ...]:
+    return jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation).shape
+
+
+def _sampling_policy(env: AbstractEnv) -> AbstractPolicy:
+    return Categorical() if isinstance(env.action_space, Discrete) else Gaussian()
+
+
+@final
+class GymnaxBlinesPPO(AbstractSettings):
+    """gymnax-blines' PPO (`agents/<env>/ppo.yaml`, `utils/ppo.py`, `utils/models.py`).
+
+    Separate actor and critic MLPs with ReLU (flax's default LeCun-normal weights,
+    biases uniform in [0, 0.05)); a categorical policy, or a Gaussian whose standard
+    deviation is `softplus(z) + 0.001` of a second output layer; value clipping with
+    `clip_eps`; advantages standardised per minibatch; minibatches of single
+    transitions; gradients clipped by global norm, then Adam (eps 1e-5) at a learning
+    rate moving linearly from `lr_begin` to `lr_end` over the first
+    `lr_warmup * num_train_steps` gradient steps (as the source counts them).
+
+    Where podrace differs: it bootstraps at a time limit (gymnax 1.0 separates
+    truncation from termination; the 2022 gymnax that gymnax-blines ran did not), and
+    it learns from every step of a rollout of `n_steps` (gymnax-blines keeps `n_steps + 1`
+    steps and learns from the first `n_steps`).
+    """
+
+    num_train_steps: int
+    num_train_envs: int
+    n_steps: int
+    n_minibatch: int
+    epoch_ppo: int
+    max_grad_norm: float
+    gamma: float
+    gae_lambda: float
+    clip_eps: float
+    entropy_coeff: float
+    critic_coeff: float
+    lr_begin: float
+    lr_end: float
+    lr_warmup: float
+    num_hidden_units: int
+    num_hidden_layers: int
+
+    @property
+    def algorithm(self) -> str:
+        return "PPO (gymnax-blines)"
+
+    def learning_rate_at(self, count: ArrayLike) -> Array:
+        """The learning rate of gradient step `count`: `lr_begin` to `lr_end` over the warm-up, then `lr_end`."""
+        schedule = optax.linear_schedule(self.lr_begin, self.lr_end, int(self.num_train_steps * self.lr_warmup))
+        return jnp.asarray(schedule(count))
+
+    @property
+    def num_updates(self) -> int:
+        return self.num_train_steps // (self.num_train_envs * self.n_steps)
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        initialization = LecunNormal(bias_scale=0.05)
+
+        def head(in_size: int, action_space: Any, key: PRNGKeyArray) -> AbstractHead[Any]:
+            if isinstance(action_space, Discrete):
+                return PolicyLogitHead(in_size, action_space.num_values, initialization=initialization, key=key)
+            return GaussianHead(
+                in_size,
+                _action_size(action_space),
+                std="softplus",
+                min_std=1e-3,
+                mean_init_scale=1.0,
+                initialization=initialization,
+                key=key,
+            )
+
+        network = _separate_mlps(
+            env,
+            (self.num_hidden_units,) * self.num_hidden_layers,
+            jax.nn.relu,
+            key,
+            torso_initialization=initialization,
+            head=head,
+            value_initialization=initialization,
+        )
+        loss = PPOLoss(
+            discount=self.gamma,
+            lambda_=self.gae_lambda,
+            clip_epsilon=self.clip_eps,
+            value_coefficient=self.critic_coeff,
+            entropy_coefficient=self.entropy_coeff,
+            clip_value=True,
+        )
+        optimizer = optax.chain(
+            optax.clip_by_global_norm(self.max_grad_norm),
+            optax.scale_by_adam(eps=1e-5),
+            optax.scale_by_learning_rate(self.learning_rate_at),
+        )
+        learner = Learner(
+            network,
+            _sampling_policy(env),
+            loss,
+            optimizer,
+            num_epochs=self.epoch_ppo,
+            num_minibatches=self.n_minibatch,
+            minibatches_of="transitions",
+        )
+        return Anakin(env, learner, num_envs=self.num_train_envs, rollout_length=self.n_steps)
+
+
+def _action_size(action_space: Any) -> int:
+    if not (isinstance(action_space, Box) and len(action_space.shape) == 1):
+        raise ValueError(f"A Gaussian policy needs a flat Box of actions, got {action_space}.")
+    return action_space.shape[0]
+
+
+@final
+class CleanRLPPO(AbstractSettings):
+    """CleanRL's `ppo.py` (discrete actions, classic control).
+
+    Separate actor and critic MLPs of two tanh layers of 64, orthogonal weights (gain
+    `sqrt(2)`, 0.01 for the policy layer, 1 for the value layer) and zero biases;
+    clipped values (`clip_vloss`), advantages standardised per minibatch (`norm_adv`),
+    minibatches of single transitions; gradients clipped by global norm, then Adam
+    (eps 1e-5) at a learning rate annealed linearly to 0 once per update (`anneal_lr`).
+
+    Where podrace differs: it bootstraps at a time limit (CleanRL treats a truncation
+    as a termination) and steps gymnax's versions of the environments (the same
+    dynamics and time limits in float32).
+    """
+
+    total_timesteps: int
+    learning_rate: float
+    num_envs: int
+    num_steps: int
+    anneal_lr: bool
+    gamma: float
+    gae_lambda: float
+    num_minibatches: int
+    update_epochs: int
+    norm_adv: bool
+    clip_coef: float
+    clip_vloss: bool
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+
+    @property
+    def algorithm(self) -> str:
+        return "PPO (CleanRL)"
+
+    def learning_rate_at(self, count: ArrayLike) -> Array:
+        """The learning rate of gradient step `count`: with `anneal_lr`, `1 - u / num_updates` of it in update `u`."""
+        if not self.anneal_lr:
+            return jnp.asarray(self.learning_rate, jnp.float32)
+        update = jnp.asarray(count) // (self.update_epochs * self.num_minibatches)
+        return self.learning_rate * (1.0 - update / self.num_updates)
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // (self.num_envs * self.num_steps)
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        if not isinstance(env.action_space, Discrete):
+            raise ValueError(f"CleanRL's ppo.py takes discrete actions, got {env.action_space}.")
+
+        def head(in_size: int, action_space: Any, key: PRNGKeyArray) -> AbstractHead[Any]:
+            return PolicyLogitHead(in_size, action_space.num_values, initialization=Orthogonal(0.01), key=key)
+
+        network = _separate_mlps(
+            env,
+            (64, 64),
+            jnp.tanh,
+            key,
+            torso_initialization=Orthogonal(math.sqrt(2)),
+            head=head,
+            value_initialization=Orthogonal(1.0),
+        )
+        loss = PPOLoss(
+            discount=self.gamma,
+            lambda_=self.gae_lambda,
+            clip_epsilon=self.clip_coef,
+            value_coefficient=self.vf_coef,
+            entropy_coefficient=self.ent_coef,
+            normalize_advantages=self.norm_adv,
+            clip_value=self.clip_vloss,
+        )
+        optimizer = optax.chain(
+            optax.clip_by_global_norm(self.max_grad_norm),
+            optax.scale_by_adam(eps=1e-5),
+            optax.scale_by_learning_rate(self.learning_rate_at),
+        )
+        learner = Learner(
+            network,
+            Categorical(),
+            loss,
+            optimizer,
+            num_epochs=self.update_epochs,
+            num_minibatches=self.num_minibatches,
+            minibatches_of="transitions",
+        )
+        return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
+
+
+@final
+class CleanRLDQN(AbstractSettings):
+    """CleanRL's `dqn_jax.py`.
+
+    An MLP of 120 and 84 ReLU units (flax's default LeCun-normal weights, zero
+    biases), one environment, a gradient step on `batch_size` replayed transitions
+    every `train_frequency` steps once `learning_starts` steps are stored, a target
+    network copied every `target_network_frequency` steps, epsilon annealed linearly
+    from `start_e` to `end_e` over `exploration_fraction` of the run, Adam.
+
+    Where podrace differs: its Q-learning loss halves the squared error (Adam's steps
+    do not depend on the scale, but for its epsilon), and it steps gymnax's versions
+    of the environments.
+    """
+
+    total_timesteps: int
+    learning_rate: float
+    buffer_size: int
+    gamma: float
+    tau: float
+    target_network_frequency: int
+    batch_size: int
+    start_e: float
+    end_e: float
+    exploration_fraction: float
+    learning_starts: int
+    train_frequency: int
+
+    @property
+    def algorithm(self) -> str:
+        return "DQN (CleanRL)"
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.train_frequency
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        if not isinstance(env.action_space, Discrete):
+            raise ValueError(f"CleanRL's dqn_jax.py takes discrete actions, got {env.action_space}.")
+        torso_key, head_key = jax.random.split(key)
+        initialization = LecunNormal()
+        torso = MLPTorso(_observation_shape(env), (120, 84), initialization=initialization, key=torso_key)
+        head = QValueHead(84, env.action_space.num_values, initialization=initialization, key=head_key)
+        learner = DQNLearner(
+            FeedForwardNetwork(torso, head),
+            QLearningLoss(discount=self.gamma),
+            optax.adam(self.learning_rate),
+            epsilon=optax.linear_schedule(
+                self.start_e, self.end_e, int(self.exploration_fraction * self.total_timesteps)
+            ),
+            buffer_size=self.buffer_size,
+            batch_size=self.batch_size,
+            min_replay_size=self.learning_starts,
+            target_update_period=self.target_network_frequency // self.train_frequency,
+            tau=self.tau,
+        )
+        return Anakin(env, learner, num_envs=1, rollout_length=self.train_frequency)
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A published experiment and podrace's faithful configuration of it.
+
+    **Arguments:**
+
+    - `name`: the recipe's name (`podrace reproduce NAME`).
+    - `env_id`: the gymnax id of its environment.
+    - `settings`: the published hyperparameters; they build the pipeline.
+    - `published`: the published result.
+    - `notes`: what else a reader should know (e.g. a published failure).
+    """
+
+    name: str
+    env_id: str
+    settings: AbstractSettings
+    published: Published
+    notes: str = ""
+
+    def env(self) -> AbstractEnv:
+        """The environment (needs gymnax: `pip install "podrace[gymnax]"`)."""
+        return GymnaxEnv.make(self.env_id)
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps of one seed's run."""
+        member = self.settings.pipeline(self.env(), jax.random.key(0))
+        return self.settings.num_updates * member.num_envs * member.rollout_length
+
+
+def _gymnax_blines(
+    num_train_steps: int,
+    num_train_envs: int,
+    n_steps: int,
+    *,
+    max_grad_norm: float,
+    gamma: float = 0.99,
+    num_hidden_units: int = 64,
+    lr_begin: float = 5e-4,
+    epoch_ppo: int = 4,
+    entropy_coeff: float = 0.01,
+    n_minibatch: int = 4,
+) -> GymnaxBlinesPPO:
+    """A gymnax-blines `ppo.yaml`: the values that all of them share, and each one's own."""
+    return GymnaxBlinesPPO(
+        num_train_steps=num_train_steps,
+        num_train_envs=num_train_envs,
+        n_steps=n_steps,
+        n_minibatch=n_minibatch,
+        epoch_ppo=epoch_ppo,
+        max_grad_norm=max_grad_norm,
+        gamma=gamma,
+        gae_lambda=0.95,
+        clip_eps=0.2,
+        entropy_coeff=entropy_coeff,
+        critic_coeff=0.5,
+        lr_begin=lr_begin,
+        lr_end=5e-4,
+        lr_warmup=0.05,
+        num_hidden_units=num_hidden_units,
+        num_hidden_layers=2,
+    )
+
+
+_GYMNAX_SOURCE = (
+    "gymnax README, PPO returns; configurations: gymnax-blines agents/{env}/ppo.yaml (3f029d6); "
+    "one run (seed 0), the last evaluation of its stored checkpoint"
+)
+
+
+def _gymnax_published(env_id: str, value: float) -> Published:
+    return Published(value, None, 1, _GYMNAX_SOURCE.format(env=env_id), "evaluation", 164)
+
+
+def _gymnax_recipe(env_id: str, value: float, settings: GymnaxBlinesPPO, notes: str = "") -> Recipe:
+    return Recipe("gymnax-ppo-" + env_id.lower(), env_id, settings, _gymnax_published(env_id, value), notes)
+
+
+_CLEANRL_PPO = CleanRLPPO(
+    total_timesteps=500_000,
+    learning_rate=2.5e-4,
+    num_envs=4,
+    num_steps=128,
+    anneal_lr=True,
+    gamma=0.99,
+    gae_lambda=0.95,
+    num_minibatches=4,
+    update_epochs=4,
+    norm_adv=True,
+    clip_coef=0.2,
+    clip_vloss=True,
+    ent_coef=0.01,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+)
+
+_CLEANRL_DQN = CleanRLDQN(
+    total_timesteps=500_000,
+    learning_rate=2.5e-4,
+    buffer_size=10_000,
+    gamma=0.99,
+    tau=1.0,
+    target_network_frequency=500,
+    batch_size=128,
+    start_e=1.0,
+    end_e=0.05,
+    exploration_fraction=0.5,
+    learning_starts=10_000,
+    train_frequency=10,
+)
+
+_CLEANRL_PPO_SOURCE = (
+    "CleanRL docs/rl-algorithms/ppo.md, ppo.py (benchmark/ppo.sh: 3 seeds); each seed's mean return of its "
+    "last 100 training episodes, mean and standard deviation over seeds"
+)
+_CLEANRL_DQN_SOURCE = "CleanRL docs/rl-algorithms/dqn.md, dqn_jax.py (3 seeds); returns of training episodes"
+
+_MINATAR = _gymnax_blines(10_000_000, 64, 128, max_grad_norm=0.5, gamma=0.999, num_hidden_units=256, n_minibatch=8)
+_BSUITE = _gymnax_blines(150_000, 8, 32, max_grad_norm=0.5)
+
+RECIPES: dict[str, Recipe] = {
+    recipe.name: recipe
+    for recipe in (
+        _gymnax_recipe("CartPole-v1", 500.0, _gymnax_blines(150_000, 8, 32, max_grad_norm=0.5)),
+        _gymnax_recipe("Acrobot-v1", -80.0, _gymnax_blines(500_000, 16, 32, max_grad_norm=1.0)),
+        _gymnax_recipe(
+            "MountainCar-v0",
+            -118.0,
+            _gymnax_blines(250_000, 16, 32, max_grad_norm=1.0, lr_begin=5e-3, epoch_ppo=64, entropy_coeff=0.003),
+            "The learning rate moves from 5e-3 to 5e-4, as in the published run (gymnax-blines' train.py "
+            "later overrides both with --lrate).",
+        ),
+        _gymnax_recipe(
+            "Pendulum-v1",
+            -130.0,
+            _gymnax_blines(1_000_000, 32, 16, max_grad_norm=1.0),
+            "The README's -130 is the evolution-strategy run's; gymnax-blines' stored PPO run ends at -200.6.",
+        ),
+        _gymnax_recipe(
+            "MountainCarContinuous-v0",
+            92.0,
+            _gymnax_blines(1_000_000, 32, 16, max_grad_norm=1.0),
+            "The README's 92 is near the evolution-strategy run's 95.3; gymnax-blines' stored PPO run ends at -0.1.",
+        ),
+        _gymnax_recipe("Catch-bsuite", 1.0, _gymnax_blines(100_000, 16, 32, max_grad_norm=1.0)),
+        _gymnax_recipe(
+            "DeepSea-bsuite",
+            0.0,
+            _BSUITE,
+            "A published failure: exploration without a bonus does not find the treasure.",
+        ),
+        _gymnax_recipe(
+            "MemoryChain-bsuite",
+            0.1,
+            _BSUITE,
+            "No stored gymnax-blines run ends at 0.1 (its PPO run ends at -0.11, at most 0.16); a feed-forward "
+            "policy cannot remember the context, and 164 episodes of +-1 put 0.1 within noise of 0.",
+        ),
+        _gymnax_recipe("UmbrellaChain-bsuite", 1.0, _BSUITE),
+        _gymnax_recipe("DiscountingChain-bsuite", 1.1, _BSUITE),
+        _gymnax_recipe("Asterix-MinAtar", 15.0, _MINATAR),
+        _gymnax_recipe(
+            "Breakout-MinAtar",
+            28.0,
+            _MINATAR,
+            "28 is an earlier checkpoint's last evaluation; gymnax-blines' current one ends at 22.9.",
+        ),
+        _gymnax_recipe("Freeway-MinAtar", 58.0, _MINATAR),
+        _gymnax_recipe("SpaceInvaders-MinAtar", 131.0, _MINATAR),
+        Recipe(
+            "cleanrl-ppo-cartpole-v1",
+            "CartPole-v1",
+            _CLEANRL_PPO,
+            Published(490.04, 6.12, 3, _CLEANRL_PPO_SOURCE, "training", 100),
+        ),
+        Recipe(
+            "cleanrl-ppo-acrobot-v1",
+            "Acrobot-v1",
+            _CLEANRL_PPO,
+            Published(-86.36, 1.32, 3, _CLEANRL_PPO_SOURCE, "training", 100),
+        ),
+        Recipe(
+            "cleanrl-ppo-mountaincar-v0",
+            "MountainCar-v0",
+            _CLEANRL_PPO,
+            Published(-200.0, 0.0, 3, _CLEANRL_PPO_SOURCE, "training", 100),
+            "A published failure: no seed reaches the flag in 500k steps.",
+        ),
+        Recipe(
+            "cleanrl-dqn-cartpole-v1",
+            "CartPole-v1",
+            _CLEANRL_DQN,
+            Published(498.38, 2.29, 3, _CLEANRL_DQN_SOURCE, "training", 100),
+        ),
+        Recipe(
+            "cleanrl-dqn-acrobot-v1",
+            "Acrobot-v1",
+            _CLEANRL_DQN,
+            Published(-88.89, 1.56, 3, _CLEANRL_DQN_SOURCE, "training", 100),
+        ),
+        Recipe(
+            "cleanrl-dqn-mountaincar-v0",
+            "MountainCar-v0",
+            _CLEANRL_DQN,
+            Published(-188.90, 11.78, 3, _CLEANRL_DQN_SOURCE, "training", 100),
+        ),
+    )
+}
+"""Every recipe by name."""
+
+
+def find_recipe(name: str) -> Recipe:
+    """The recipe called `name`; a `KeyError` naming the nearest ones and listing all otherwise."""
+    if name in RECIPES:
+        return RECIPES[name]
+    import difflib
+
+    nearest = difflib.get_close_matches(name, list(RECIPES), n=3, cutoff=0.4)
+    hint = f" Did you mean {' or '.join(nearest)}?" if nearest else ""
+    raise KeyError(f"No recipe {name!r}.{hint} The recipes: {', '.join(RECIPES)}.")
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class Reproduction:
+    """What [`podrace.recipes.reproduce`][] measured.
+
+    **Arguments:**
+
+    - `recipe`: the recipe's name.
+    - `seeds`: the seeds run.
+    - `scores`: each seed's number, measured as the source measured it.
+    - `random_return`: the mean return of a uniformly random policy (over 200 episodes).
+    - `env_steps`: the learning curve's x-axis: environment steps of each seed after each call.
+    - `curves`: the mean return of the training episodes that ended in each call,
+        `[calls, seeds]` (NaN where none did).
+    - `wall_seconds`: the run's time, compilation included.
+    - `platform`: where it ran (devices, JAX and podrace versions).
+    """
+
+    recipe: str
+    seeds: tuple[int, ...]
+    scores: tuple[float, ...]
+    random_return: float
+    env_steps: tuple[int, ...]
+    curves: tuple[tuple[float, ...], ...]
+    wall_seconds: float
+    platform: str
+
+    @property
+    def mean(self) -> float:
+        """The mean score over seeds."""
+        return float(np.mean(self.scores))
+
+    @property
+    def std(self) -> float:
+        """The standard deviation of the scores over seeds (population, as CleanRL reports it)."""
+        return float(np.std(self.scores))
+
+    @property
+    def threshold(self) -> float:
+        """The lowest mean that reaches the published result (see the module's verdict rule)."""
+        published = RECIPES[self.recipe].published
+        margin = max(published.spread or 0.0, 0.1 * abs(published.value - self.random_return))
+        return published.value - margin
+
+    @property
+    def reaches_published(self) -> bool:
+        """Whether the mean is at or above `threshold`."""
+        return self.mean >= self.threshold
+
+    def to_json(self) -> dict[str, Any]:
+        """The measurements and the verdict, with the recipe's published result, as JSON values."""
+        recipe = RECIPES[self.recipe]
+        return {
+            **{field.name: getattr(self, field.name) for field in dataclasses.fields(self)},
+            "mean": self.mean,
+            "std": self.std,
+            "threshold": self.threshold,
+            "reaches_published": self.reaches_published,
+            "env_id": recipe.env_id,
+            "algorithm": recipe.settings.algorithm,
+            "published": dataclasses.asdict(recipe.published),
+        }
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> "Reproduction":
+        """The reproduction saved by `to_json`."""
+        return cls(
+            recipe=values["recipe"],
+            seeds=tuple(values["seeds"]),
+            scores=tuple(values["scores"]),
+            random_return=values["random_return"],
+            env_steps=tuple(values["env_steps"]),
+            curves=tuple(tuple(row) for row in values["curves"]),
+            wall_seconds=values["wall_seconds"],
+            platform=values["platform"],
+        )
+
+
+def _calls(num_updates: int, target: int = 20) -> int:
+    """Updates per call: the divisor of `num_updates` that gives the number of calls nearest `target`."""
+    divisors = [d for d in range(1, num_updates + 1) if num_updates % d == 0]
+    return min(divisors, key=lambda d: (abs(num_updates // d - target), d))
+
+
+def _last_episodes_mean(return_sums: np.ndarray, counts: np.ndarray, episodes: int) -> float:
+    """The mean return of the episodes that ended in the last updates holding at least `episodes` of them."""
+    total_count = np.cumsum(counts[::-1])
+    last = int(np.searchsorted(total_count, episodes)) + 1  # updates from the end
+    return float(np.sum(return_sums[-last:]) / max(np.sum(counts[-last:]), 1))
+
+
+def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = True) -> Reproduction:
+    """Trains a recipe for `num_seeds` seeds as one population and measures each seed as its source did.
+
+    Seed `s` draws its network from `key(s)` and plays from the population's
+    `key(seed)` (member `s - seed` of [`podrace.Population.init`][]). The run is split
+    into about 20 calls of the same compiled program, for the progress bar and the
+    learning curves.
+
+    **Arguments:**
+
+    - `recipe`: the recipe.
+    - `num_seeds`: the seeds `seed, ..., seed + num_seeds - 1`.
+    - `seed`: the first seed.
+    - `show`: whether to draw a progress bar.
+
+    **Returns:**
+
+    A [`podrace.recipes.Reproduction`][].
+    """
+    start = time.perf_counter()
+    env = recipe.env()
+    settings = recipe.settings
+    seeds = tuple(range(seed, seed + num_seeds))
+    population = Population(lambda key: settings.pipeline(env, key), jax.vmap(jax.random.key)(jnp.asarray(seeds)))
+    member = population.member(0)
+    steps_per_update = member.num_envs * member.rollout_length
+    updates_per_call = _calls(settings.num_updates)
+    state = population.init(jax.random.key(seed))
+    return_sums, counts, curves = [], [], []
+    with tqdm(total=settings.num_updates * steps_per_update, unit="step", unit_scale=True, disable=not show) as bar:
+        bar.set_description(recipe.name)
+        for _ in range(settings.num_updates // updates_per_call):
+            result = population.train(state, num_updates=updates_per_call)
+            state = result.state
+            return_sums.append(np.asarray(result.metrics.episode_return_sum))
+            counts.append(np.asarray(result.metrics.episodes_completed))
+            curves.append(np.asarray(result.metrics.mean_episode_return))
+            bar.set_postfix(mean_return=f"{np.nanmean(curves[-1]):.3f}" if np.isfinite(curves[-1]).any() else "-")
+            bar.update(updates_per_call * steps_per_update)
+    published = recipe.published
+    evaluation_env = member.evaluation_env
+    if published.measure == "evaluation":
+        episodes = evaluate_population(
+            evaluation_env,
+            population.networks(state),
+            member.learner.policy,
+            num_episodes=published.episodes,
+            key=jax.random.key(seed + 1_000_003),
+        )
+        scores = np.asarray(episodes.mean_return)
+    else:
+        sums, completed = np.concatenate(return_sums, axis=1), np.concatenate(counts, axis=1)
+        scores = np.asarray(
+            [_last_episodes_mean(s, c, published.episodes) for s, c in zip(sums, completed, strict=True)]
+        )
+    random = random_policy_episodes(evaluation_env, num_episodes=200, key=jax.random.key(seed + 2_000_003))
+    return Reproduction(
+        recipe=recipe.name,
+        seeds=seeds,
+        scores=tuple(float(x) for x in scores),
+        random_return=float(random.mean_return),
+        env_steps=tuple(int(x) for x in steps_per_update * updates_per_call * np.arange(1, len(curves) + 1)),
+        curves=tuple(tuple(float(x) for x in row) for row in curves),
+        wall_seconds=time.perf_counter() - start,
+        platform=_platform(),
+    )
+
+
+def _platform() -> str:
+    from . import __version__
+
+    device = jax.devices()[0]
+    kind = device.device_kind if device.platform != "cpu" else f"CPU ({platform.machine()})"
+    return f"{jax.device_count()} x {kind}, jax {jax.__version__}, podrace {__version__}"
+
+
+def save(reproduction: Reproduction, directory: str | pathlib.Path, *, plot: bool = True) -> list[pathlib.Path]:
+    """Writes `NAME.json` (the measurements, the published result and the verdict) and, with `plot`, `NAME.png`.
+
+    **Arguments:**
+
+    - `reproduction`: from [`podrace.recipes.reproduce`][].
+    - `directory`: where to write (created if missing).
+    - `plot`: whether to draw the learning curves (needs matplotlib: `pip install "podrace[plot]"`).
+
+    **Returns:**
+
+    The paths written.
+    """
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{reproduction.recipe}.json"
+    path.write_text(json.dumps(reproduction.to_json(), indent=1, allow_nan=True) + "\n")
+    return [path, plot_reproduction(reproduction, directory / f"{reproduction.recipe}.png")] if plot else [path]
+
+
+def load(directory: str | pathlib.Path) -> dict[str, Reproduction]:
+    """The reproductions saved in `directory` by [`podrace.recipes.save`][], by recipe name (known recipes only)."""
+    found = {}
+    for path in sorted(pathlib.Path(directory).glob("*.json")):
+        values = json.loads(path.read_text())
+        if values.get("recipe") in RECIPES:
+            found[values["recipe"]] = Reproduction.from_json(values)
+    return found
+
+
+def plot_reproduction(reproduction: Reproduction, path: str | pathlib.Path) -> pathlib.Path:
+    """Draws the learning curves (mean and spread over seeds) with the published level and the verdict's threshold."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError('Plotting needs matplotlib: pip install "podrace[plot]"') from error
+    recipe = RECIPES[reproduction.recipe]
+    steps, curves = np.asarray(reproduction.env_steps), np.asarray(reproduction.curves, np.float64)
+    ended = np.isfinite(curves).any(axis=1)
+    steps, curves = steps[ended], curves[ended]
+    mean, std = np.nanmean(curves, axis=1), np.nanstd(curves, axis=1)
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.fill_between(steps, mean - std, mean + std, color="C0", alpha=0.3, lw=0, label="± one std over seeds")
+    axes.plot(steps, mean, color="C0", label=f"podrace, mean of {len(reproduction.seeds)} seeds (training episodes)")
+    axes.axhline(recipe.published.value, color="C3", ls="--", label=f"published {recipe.published.value:g}")
+    axes.axhline(reproduction.threshold, color="C3", ls=":", alpha=0.6, label="verdict threshold")
+    axes.plot(
+        [steps[-1] if len(steps) else 0],
+        [reproduction.mean],
+        "o",
+        color="C1",
+        label=f"podrace's score {reproduction.mean:.4g} ± {reproduction.std:.2g}",
+    )
+    axes.set_xlabel("environment steps (each seed)")
+    axes.set_ylabel("return")
+    axes.set_title(f"{recipe.name}: {recipe.settings.algorithm} on {recipe.env_id}")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best", fontsize="small")
+    figure.tight_layout()
+    path = pathlib.Path(path)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,181 @@
+"""Recipes of published experiments: the registry, the settings they build, the measures, the verdicts.
+
+The default session checks that every recipe builds the pipeline its source describes;
+the slow session runs the classic-control and bsuite recipes for 3 seeds and asserts
+their verdicts, and a shortened Breakout-MinAtar run that fails when PPO's minibatches
+stop matching the published ones.
+"""
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import podrace as pr
+from podrace import recipes
+
+
+def _member(recipe: recipes.Recipe) -> pr.Anakin:
+    """The recipe's pipeline, its parameters as shapes (no compilation)."""
+    return eqx.filter_eval_shape(recipe.settings.pipeline, recipe.env(), jax.random.key(0))
+
+
+def test_recipe_names_are_their_keys_and_unique():
+    assert all(name == recipe.name for name, recipe in recipes.RECIPES.items())
+    assert len({recipe.name for recipe in recipes.RECIPES.values()}) == len(recipes.RECIPES)
+
+
+@pytest.mark.parametrize("name", recipes.RECIPES)
+def test_every_recipe_spends_its_published_budget(name):
+    recipe = recipes.RECIPES[name]
+    member = _member(recipe)
+    settings = recipe.settings
+    budget = {
+        recipes.GymnaxBlinesPPO: lambda s: s.num_train_steps,
+        recipes.CleanRLPPO: lambda s: s.total_timesteps,
+        recipes.CleanRLDQN: lambda s: s.total_timesteps,
+    }[type(settings)](settings)
+    env_steps = settings.num_updates * member.num_envs * member.rollout_length
+    assert budget - member.num_envs * member.rollout_length < env_steps <= budget
+
+
+@pytest.mark.parametrize("name", [name for name in recipes.RECIPES if name.startswith("gymnax-ppo")])
+def test_gymnax_blines_recipes_build_its_ppo(name):
+    recipe = recipes.RECIPES[name]
+    settings = recipe.settings
+    assert isinstance(settings, recipes.GymnaxBlinesPPO)
+    learner = _member(recipe).learner
+    assert isinstance(learner, pr.Learner)
+    assert learner.minibatches_of == "transitions"
+    assert (learner.num_epochs, learner.num_minibatches) == (settings.epoch_ppo, settings.n_minibatch)
+    assert learner.loss.clip_value and learner.loss.normalize_advantages
+    network = learner.network
+    assert isinstance(network, pr.networks.ActorCriticNetwork)
+    hidden = [layer.weight.shape[0] for layer in network.actor_torso.layers]
+    assert hidden == [settings.num_hidden_units] * settings.num_hidden_layers
+    assert network.actor_torso.activation is jax.nn.relu
+    if isinstance(network.head, pr.networks.GaussianHead):
+        assert isinstance(network.head.log_std, eqx.nn.Linear)  # softplus of a state-dependent output
+
+
+def test_gymnax_blines_loss_takes_the_published_coefficients():
+    recipe = recipes.RECIPES["gymnax-ppo-mountaincar-v0"]
+    settings = recipe.settings
+    assert isinstance(settings, recipes.GymnaxBlinesPPO)
+    loss = settings.pipeline(recipe.env(), jax.random.key(0)).learner.loss
+    assert isinstance(loss, pr.losses.PPOLoss)
+    values = [loss.discount, loss.lambda_, loss.clip_epsilon, loss.value_coefficient, loss.entropy_coefficient]
+    expected = [settings.gamma, settings.gae_lambda, settings.clip_eps, settings.critic_coeff, settings.entropy_coeff]
+    np.testing.assert_allclose(values, expected, rtol=1e-6)
+
+
+def test_gymnax_blines_learning_rate_moves_over_its_warmup_in_gradient_steps():
+    settings = recipes.RECIPES["gymnax-ppo-mountaincar-v0"].settings
+    assert isinstance(settings, recipes.GymnaxBlinesPPO)
+    rates = [float(settings.learning_rate_at(count)) for count in (0, 6_250, 12_500, 100_000)]
+    np.testing.assert_allclose(rates, [5e-3, 2.75e-3, 5e-4, 5e-4], rtol=1e-5)
+
+
+def test_cleanrl_learning_rate_anneals_once_per_update():
+    settings = recipes.RECIPES["cleanrl-ppo-cartpole-v1"].settings
+    assert isinstance(settings, recipes.CleanRLPPO)
+    per_update = settings.update_epochs * settings.num_minibatches  # 16 gradient steps
+    rates = [float(settings.learning_rate_at(count)) for count in (0, per_update - 1, per_update, 975 * per_update)]
+    np.testing.assert_allclose(rates, [2.5e-4, 2.5e-4, 2.5e-4 * (1 - 1 / 976), 2.5e-4 / 976], rtol=1e-4)
+
+
+def test_recipe_optimizers_step_at_their_learning_rate():
+    # Adam's first step moves each parameter by the learning rate (its bias-corrected ratio is 1).
+    for name in ("gymnax-ppo-mountaincar-v0", "cleanrl-ppo-cartpole-v1"):
+        optimizer = _member(recipes.RECIPES[name]).learner.optimizer
+        params = {"w": np.zeros(3, np.float32)}
+        updates, _ = optimizer.update({"w": np.ones(3, np.float32)}, optimizer.init(params), params)
+        np.testing.assert_allclose(-updates["w"], recipes.RECIPES[name].settings.learning_rate_at(0), rtol=1e-3)
+
+
+def test_cleanrl_dqn_recipe_builds_its_dqn():
+    recipe = recipes.RECIPES["cleanrl-dqn-cartpole-v1"]
+    settings = recipe.settings
+    assert isinstance(settings, recipes.CleanRLDQN)
+    member = _member(recipe)
+    learner = member.learner
+    assert isinstance(learner, pr.learners.DQNLearner)
+    assert (member.num_envs, member.rollout_length) == (1, settings.train_frequency)
+    assert learner.target_update_period * settings.train_frequency == settings.target_network_frequency
+    assert (learner.buffer_size, learner.batch_size, learner.min_replay_size) == (10_000, 128, 10_000)
+    epsilon = learner.epsilon
+    assert callable(epsilon)
+    np.testing.assert_allclose(
+        [epsilon(0), epsilon(125_000), epsilon(250_000), epsilon(400_000)], [1, 0.525, 0.05, 0.05]
+    )
+
+
+def test_find_recipe_names_the_nearest_recipes():
+    assert recipes.find_recipe("cleanrl-dqn-cartpole-v1").env_id == "CartPole-v1"
+    with pytest.raises(KeyError, match=r"Did you mean gymnax-ppo-cartpole-v1.*The recipes: gymnax-ppo-cartpole-v1"):
+        recipes.find_recipe("gymnax-ppo-cartpole")
+
+
+def _reproduction(scores, random_return, recipe="cleanrl-ppo-cartpole-v1") -> recipes.Reproduction:
+    return recipes.Reproduction(
+        recipe=recipe,
+        seeds=tuple(range(len(scores))),
+        scores=tuple(scores),
+        random_return=random_return,
+        env_steps=(100, 200),
+        curves=((1.0,) * len(scores), (math.nan,) * len(scores)),
+        wall_seconds=1.0,
+        platform="test",
+    )
+
+
+def test_the_verdict_allows_the_larger_of_the_spread_and_a_tenth_of_the_distance_from_random():
+    # CleanRL CartPole: 490.04 ± 6.12; a random policy near 22: a tenth of the distance (46.8) is larger.
+    run = _reproduction([450.0, 446.0, 444.0], 22.0)
+    np.testing.assert_allclose(run.threshold, 490.04 - 0.1 * (490.04 - 22.0))
+    assert run.reaches_published
+    assert not _reproduction([440.0, 441.0, 442.0], 22.0).reaches_published
+    # Near the published value, the spread is the larger: gymnax DeepSea 0 (no spread), random -0.01.
+    deep_sea = _reproduction([-0.0005, -0.0005], -0.01, recipe="gymnax-ppo-deepsea-bsuite")
+    np.testing.assert_allclose(deep_sea.threshold, -0.001)
+    assert deep_sea.reaches_published
+    np.testing.assert_allclose(deep_sea.std, 0.0)
+
+
+def test_reproductions_save_and_load_as_they_were(tmp_path):
+    run = _reproduction([450.0, 446.0, 444.0], 22.0)
+    paths = recipes.save(run, tmp_path, plot=True)
+    assert [path.name for path in paths] == ["cleanrl-ppo-cartpole-v1.json", "cleanrl-ppo-cartpole-v1.png"]
+    loaded = recipes.load(tmp_path)["cleanrl-ppo-cartpole-v1"]
+    assert dataclasses.astuple(loaded)[:3] == dataclasses.astuple(run)[:3]
+    assert loaded.curves[0] == run.curves[0] and math.isnan(loaded.curves[1][0])
+    assert loaded.reaches_published == run.reaches_published
+
+
+def test_the_training_measure_reads_the_last_updates_holding_enough_episodes():
+    sums = np.asarray([10.0, 0.0, 30.0, 20.0])
+    counts = np.asarray([5, 0, 3, 2])
+    assert recipes._last_episodes_mean(sums, counts, 2) == 10.0  # the last update holds 2
+    assert recipes._last_episodes_mean(sums, counts, 4) == 50.0 / 5  # the last two hold 5
+    assert recipes._last_episodes_mean(sums, counts, 100) == 60.0 / 10  # every update
+
+
+# --------------------------------------------------------------------------------------
+# The published numbers, reproduced (slow).
+# --------------------------------------------------------------------------------------
+
+SLOW_RECIPES = [
+    "gymnax-ppo-catch-bsuite",
+    "gymnax-ppo-cartpole-v1",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW_RECIPES)
+def test_recipe_reaches_its_published_result(name):
+    run = recipes.reproduce(recipes.RECIPES[name], num_seeds=3, show=False)
+    print(f"{name}: {run.mean:.4g} ± {run.std:.2g} (threshold {run.threshold:.4g}), scores {run.scores}")
+    assert run.reaches_published, (run.scores, run.threshold)
