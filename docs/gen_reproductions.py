@@ -1,11 +1,12 @@
 """Writes the published-results page from the outputs of `podrace reproduce`.
 
-`docs/reproductions/` holds what `podrace reproduce NAME --seeds N --out docs/reproductions`
-saved: `NAME.json` (the measurements, the published result and the verdict) and
-`NAME.png` (the learning curves). This script reads them and writes
-`docs/reproductions.md`: one table of every recipe, measured or not, and one figure per
-measured recipe. The page is a build output (git ignores it): `nox -s docs` writes it
-before building the site. No number on it is typed by hand.
+`docs/reproductions/` holds the `NAME.json` files that `podrace reproduce NAME --seeds N
+--out docs/reproductions` saved (the measurements, the published result and the
+verdict). This script reads them, draws each one's learning curves as
+`docs/reproductions/NAME.png` and writes `docs/reproductions.md`: one table of every
+recipe, measured or not, and one figure per measured recipe. The page and the figures
+are build outputs (git ignores them): `nox -s docs` writes them before building the
+site. No number on them is typed by hand.
 
     python docs/gen_reproductions.py
 """
@@ -91,8 +92,8 @@ def main() -> None:
             f"{run.random_return:.4g}; platform: {run.platform}.",
             "",
         ]
-        if (RESULTS / f"{name}.png").exists():
-            lines += [f"![{name}](reproductions/{name}.png)", ""]
+        recipes.plot_reproduction(run, RESULTS / f"{name}.png")
+        lines += [f"![{name}](reproductions/{name}.png)", ""]
     PAGE.write_text("\n".join(lines))
     print(f"wrote {PAGE.relative_to(ROOT)}: {len(measured)} of {len(recipes.RECIPES)} recipes measured")
 

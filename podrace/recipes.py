@@ -536,7 +536,7 @@ RECIPES: dict[str, Recipe] = {
             "DeepSea-bsuite",
             0.0,
             _BSUITE,
-            "A published failure: exploration without a bonus does not find the treasure.",
+            "Published as a failure: gymnax-blines' PPO run ends at 0, never having found the treasure.",
         ),
         _gymnax_recipe(
             "MemoryChain-bsuite",
@@ -834,7 +834,7 @@ def plot_reproduction(reproduction: Reproduction, path: str | pathlib.Path) -> p
     )
     axes.set_xlabel("environment steps (each seed)")
     axes.set_ylabel("return")
-    axes.set_title(f"{recipe.name}: {recipe.settings.algorithm} on {recipe.env_id}")
+    axes.set_title(f"{recipe.settings.algorithm} on {recipe.env_id}", fontsize="medium")
     axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize="small")
     figure.tight_layout()

@@ -164,12 +164,19 @@ class PPOLoss(AbstractLoss):
         targets: tuple[Float[Array, " T"], Float[Array, " T"]] | None,
     ) -> tuple[Float[Array, " T"], ...]:
         """Per transition: log pi, log mu, the advantage, the return, the value, the mask and the entropy."""
-        outputs = agent.outputs(trajectory)
-        advantages, returns = self._trajectory_targets(trajectory, outputs) if targets is None else targets
-        values = require_value(self, outputs)
+        if targets is None:
+            outputs = agent.outputs(trajectory)
+            advantages, returns = self._trajectory_targets(trajectory, outputs)
+        else:
+            # The targets hold what the last time step's value was needed for: the network
+            # runs on the first T time steps only (half the work on one-step transitions).
+            first_steps = jax.tree.map(lambda x: x[:-1], trajectory.timestep)
+            outputs = agent.outputs(Trajectory(first_steps, trajectory.policy_step, trajectory.carry))
+            advantages, returns = targets
+        values = require_value(self, outputs)[: len(advantages)]
         log_pi, entropy = agent.log_prob_and_entropy(outputs, trajectory.policy_step.action)
         log_mu = trajectory.policy_step.log_prob
-        return log_pi, log_mu, advantages, returns, values[:-1], transition_mask(trajectory), entropy
+        return log_pi, log_mu, advantages, returns, values, transition_mask(trajectory), entropy
 
 
 def _standardized(
