@@ -43,7 +43,7 @@ class WholeTrajectories(recipes.AbstractSettings):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--game", default="breakout", choices=["asterix", "breakout", "freeway", "spaceinvaders"])
     parser.add_argument("--env-steps", type=int, default=2_000_000)
     parser.add_argument("--seeds", type=int, default=2)

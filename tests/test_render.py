@@ -46,6 +46,8 @@ NOT_RENDERED = {
     "point": "Point does not implement `render`",
     "gymnax-cartpole": GYMNAX_ERROR,
     "gymnax-catch": GYMNAX_ERROR,
+    "auto-reset-observation-reward-probe": "ObservationRewardProbe does not implement `render`",
+    "auto-reset-observation-action-reward-probe": "ObservationActionRewardProbe does not implement `render`",
 }
 RENDERED = [name for name in helpers.ENVS if name not in NOT_RENDERED]
 
