@@ -410,12 +410,6 @@ class Recipe:
         """The environment (needs gymnax: `pip install "podrace[gymnax]"`)."""
         return GymnaxEnv.make(self.env_id)
 
-    @property
-    def env_steps(self) -> int:
-        """Environment steps of one seed's run."""
-        member = self.settings.pipeline(self.env(), jax.random.key(0))
-        return self.settings.num_updates * member.num_envs * member.rollout_length
-
 
 def _gymnax_blines(
     num_train_steps: int,
@@ -504,6 +498,18 @@ _CLEANRL_PPO_SOURCE = (
 )
 _CLEANRL_DQN_SOURCE = "CleanRL docs/rl-algorithms/dqn.md, dqn_jax.py (3 seeds); returns of training episodes"
 
+
+def _cleanrl_recipe(
+    algorithm: Literal["ppo", "dqn"], env_id: str, value: float, spread: float, notes: str = ""
+) -> Recipe:
+    """A row of CleanRL's documented tables: 3 seeds, measured on their training episodes."""
+    settings, source = (
+        (_CLEANRL_PPO, _CLEANRL_PPO_SOURCE) if algorithm == "ppo" else (_CLEANRL_DQN, _CLEANRL_DQN_SOURCE)
+    )
+    published = Published(value, spread, 3, source, "training", 100)
+    return Recipe(f"cleanrl-{algorithm}-{env_id.lower()}", env_id, settings, published, notes)
+
+
 _MINATAR = _gymnax_blines(10_000_000, 64, 128, max_grad_norm=0.5, gamma=0.999, num_hidden_units=256, n_minibatch=8)
 _BSUITE = _gymnax_blines(150_000, 8, 32, max_grad_norm=0.5)
 
@@ -556,43 +562,14 @@ RECIPES: dict[str, Recipe] = {
         ),
         _gymnax_recipe("Freeway-MinAtar", 58.0, _MINATAR),
         _gymnax_recipe("SpaceInvaders-MinAtar", 131.0, _MINATAR),
-        Recipe(
-            "cleanrl-ppo-cartpole-v1",
-            "CartPole-v1",
-            _CLEANRL_PPO,
-            Published(490.04, 6.12, 3, _CLEANRL_PPO_SOURCE, "training", 100),
+        _cleanrl_recipe("ppo", "CartPole-v1", 490.04, 6.12),
+        _cleanrl_recipe("ppo", "Acrobot-v1", -86.36, 1.32),
+        _cleanrl_recipe(
+            "ppo", "MountainCar-v0", -200.0, 0.0, "A published failure: no seed reaches the flag in 500k steps."
         ),
-        Recipe(
-            "cleanrl-ppo-acrobot-v1",
-            "Acrobot-v1",
-            _CLEANRL_PPO,
-            Published(-86.36, 1.32, 3, _CLEANRL_PPO_SOURCE, "training", 100),
-        ),
-        Recipe(
-            "cleanrl-ppo-mountaincar-v0",
-            "MountainCar-v0",
-            _CLEANRL_PPO,
-            Published(-200.0, 0.0, 3, _CLEANRL_PPO_SOURCE, "training", 100),
-            "A published failure: no seed reaches the flag in 500k steps.",
-        ),
-        Recipe(
-            "cleanrl-dqn-cartpole-v1",
-            "CartPole-v1",
-            _CLEANRL_DQN,
-            Published(498.38, 2.29, 3, _CLEANRL_DQN_SOURCE, "training", 100),
-        ),
-        Recipe(
-            "cleanrl-dqn-acrobot-v1",
-            "Acrobot-v1",
-            _CLEANRL_DQN,
-            Published(-88.89, 1.56, 3, _CLEANRL_DQN_SOURCE, "training", 100),
-        ),
-        Recipe(
-            "cleanrl-dqn-mountaincar-v0",
-            "MountainCar-v0",
-            _CLEANRL_DQN,
-            Published(-188.90, 11.78, 3, _CLEANRL_DQN_SOURCE, "training", 100),
-        ),
+        _cleanrl_recipe("dqn", "CartPole-v1", 498.38, 2.29),
+        _cleanrl_recipe("dqn", "Acrobot-v1", -88.89, 1.56),
+        _cleanrl_recipe("dqn", "MountainCar-v0", -188.90, 11.78),
     )
 }
 """Every recipe by name."""

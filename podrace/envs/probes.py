@@ -100,6 +100,11 @@ def _random_sign(key: PRNGKeyArray) -> Float[Array, " 1"]:
     return jax.random.rademacher(key, (1,), jnp.float32)
 
 
+def _start(observation: Float[Array, " 1"]) -> tuple[ProbeState, TimeStep]:
+    """The state and first time step of an episode that shows `observation` first."""
+    return ProbeState(observation), TimeStep.first(observation)
+
+
 def _matches_sign(action: Array, observation: Float[Array, " 1"]) -> Array:
     """Whether `action` is 1 for a positive observation and 0 for a negative one."""
     return (action == 1) == (observation[0] > 0)
@@ -121,8 +126,7 @@ class ConstantRewardProbe(AbstractProbe):
 
     def reset(self, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del key
-        state = ProbeState(_constant(0.0))
-        return state, TimeStep.first(state.observation)
+        return _start(_constant(0.0))
 
     def step(self, state: ProbeState, action: Array, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del action, key
@@ -149,8 +153,7 @@ class ObservationRewardProbe(AbstractProbe):
         return jnp.asarray([[-1.0], [1.0]], jnp.float32)
 
     def reset(self, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
-        state = ProbeState(_random_sign(key))
-        return state, TimeStep.first(state.observation)
+        return _start(_random_sign(key))
 
     def step(self, state: ProbeState, action: Array, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del action, key
@@ -178,8 +181,7 @@ class DelayedRewardProbe(AbstractProbe):
 
     def reset(self, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del key
-        state = ProbeState(_constant(0.0))
-        return state, TimeStep.first(state.observation)
+        return _start(_constant(0.0))
 
     def step(self, state: ProbeState, action: Array, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del action, key
@@ -209,8 +211,7 @@ class ActionRewardProbe(AbstractProbe):
 
     def reset(self, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del key
-        state = ProbeState(_constant(0.0))
-        return state, TimeStep.first(state.observation)
+        return _start(_constant(0.0))
 
     def step(self, state: ProbeState, action: Array, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del key
@@ -239,8 +240,7 @@ class ObservationActionRewardProbe(AbstractProbe):
         return jnp.asarray([[-1.0], [1.0]], jnp.float32)
 
     def reset(self, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
-        state = ProbeState(_random_sign(key))
-        return state, TimeStep.first(state.observation)
+        return _start(_random_sign(key))
 
     def step(self, state: ProbeState, action: Array, key: PRNGKeyArray) -> tuple[ProbeState, TimeStep]:
         del key
