@@ -10,13 +10,17 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
+# The default session runs one pytest worker per core, each taking whole test modules
+# (which share compiled programs) in the order collected: tests/conftest.py puts first
+# the module that waits for the multi-device subprocesses.
+PARALLEL = ("--numprocesses", "logical", "--dist", "loadfile", "--no-loadscope-reorder")
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit and contract tests, the Catch learning test included."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "not slow", *session.posargs)
+    session.run("pytest", "-m", "not slow", *PARALLEL, *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -6,10 +6,15 @@ and dtypes in podrace's signatures are checked by the jaxtyping import hook (pyp
 `addopts`), installed before this file is imported.
 """
 
+import os
 import pathlib
 import shutil
 import tempfile
 import warnings
+
+
+# Workers of `pytest -n` share one accelerator: none may take most of its memory up front.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax
 import pytest
@@ -32,15 +37,34 @@ from . import helpers  # noqa: E402
 MULTIDEVICE = pytest.StashKey[helpers.MultideviceRuns]()
 
 
+def _reads_multidevice_runs(item: pytest.Item) -> bool:
+    return "multidevice_runs" in getattr(item, "fixturenames", ())
+
+
+def _start_multidevice_runs(config: pytest.Config) -> helpers.MultideviceRuns:
+    runs = helpers.MultideviceRuns(pathlib.Path(tempfile.mkdtemp(prefix="podrace-multidevice-")))
+    config.stash[MULTIDEVICE] = runs
+    return runs
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The tests of the multi-device runs wait for their subprocesses: they come last, so
+    # that the runs overlap with every other test, or first under `pytest -n N --dist
+    # loadfile`, where one worker takes their module (test_device_matrix.py) and starts
+    # the runs, and the other workers take the other modules meanwhile.
+    in_worker = "PYTEST_XDIST_WORKER" in os.environ
+    items.sort(key=lambda item: _reads_multidevice_runs(item) != in_worker)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # The multi-device runs are subprocesses that take a while: start them as soon as
-    # the tests that read them are selected, so that they overlap with other tests.
-    if session.config.option.collectonly:
+    # the tests that read them are selected, so that they overlap with other tests. Each
+    # worker of `pytest -n` collects every test, so there the worker that runs them
+    # starts them instead, when the fixture is first asked for.
+    if session.config.option.collectonly or "PYTEST_XDIST_WORKER" in os.environ:
         return
-    if any("multidevice_runs" in getattr(item, "fixturenames", ()) for item in session.items):
-        session.config.stash[MULTIDEVICE] = helpers.MultideviceRuns(
-            pathlib.Path(tempfile.mkdtemp(prefix="podrace-multidevice-"))
-        )
+    if any(_reads_multidevice_runs(item) for item in session.items):
+        _start_multidevice_runs(session.config)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -65,7 +89,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def multidevice_runs(request: pytest.FixtureRequest) -> helpers.MultideviceRuns:
-    """The finished multi-device runs (started at collection)."""
-    runs = request.config.stash[MULTIDEVICE]
+    """The finished multi-device runs (started at collection, or now in a worker of `pytest -n`)."""
+    runs = request.config.stash.get(MULTIDEVICE, None) or _start_multidevice_runs(request.config)
     runs.wait()
     return runs

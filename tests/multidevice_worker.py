@@ -1,4 +1,4 @@
-"""Runs Anakin on forced CPU devices in a fresh process (used by test_anakin.py).
+"""Runs Anakin on forced CPU devices in a fresh process (used by test_device_matrix.py).
 
 The device count is fixed when JAX starts, so the tests run this script in a
 subprocess with `XLA_FLAGS=--xla_force_host_platform_device_count=N` set and compare

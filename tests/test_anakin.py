@@ -1,5 +1,6 @@
-"""The Anakin pipeline: rollouts, the gradient against the colab's formulation, devices,
-compilation, composition under vmap / pmap, learning, and parts that do not fit."""
+"""The Anakin pipeline: rollouts, the gradient against the colab's formulation,
+compilation, composition under vmap, learning, and parts that do not fit (devices and
+processes: `test_device_matrix.py`)."""
 
 from typing import final
 
@@ -320,63 +321,6 @@ def test_mean_episode_return_without_episodes_is_nan():
 # --------------------------------------------------------------------------------------
 # Devices and composition.
 # --------------------------------------------------------------------------------------
-
-
-def _load(path):
-    with np.load(path) as data:
-        return {name: data[name] for name in data.files}
-
-
-def test_two_devices_equal_one_device(multidevice_runs):
-    two = _load(multidevice_runs.two_devices / "anakin.npz")
-    one = _load(multidevice_runs.one_device / "anakin.npz")
-    assert int(two["device_count"]) == int(two["num_devices"]) == 2
-    assert int(one["device_count"]) == int(one["num_devices"]) == 1
-    params = sorted(name for name in one if name.startswith("param_"))
-    assert params and params == sorted(name for name in two if name.startswith("param_"))
-    for name in params:
-        np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
-    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5, atol=1e-6)
-
-
-def test_evaluation_in_the_training_program_on_one_and_two_devices(multidevice_runs):
-    for runs in (multidevice_runs.one_device, multidevice_runs.two_devices):
-        run = _load(runs / "anakin.npz")
-        np.testing.assert_array_equal(run["evaluation"], run["evaluation_alone"])
-
-
-def test_two_device_env_batch_is_sharded(multidevice_runs):
-    two = _load(multidevice_runs.two_devices / "anakin.npz")
-    num_envs = helpers.MULTIDEVICE_NUM_ENVS
-    # Before and after training, every leaf of the batch has one shard of num_envs per device.
-    np.testing.assert_array_equal(two["shards_before"], [[num_envs, num_envs]])
-    assert two["shards_after"].shape[1] == 2
-    np.testing.assert_array_equal(two["shards_after"], num_envs)
-
-
-def test_dqn_keeps_a_replay_buffer_per_device(multidevice_runs):
-    dqn = _load(multidevice_runs.two_devices / "dqn.npz")
-    num_envs = helpers.MULTIDEVICE_NUM_ENVS
-    # Every leaf of the experience has one row per environment of each device.
-    np.testing.assert_array_equal(dqn["rows_before"], num_envs)
-    np.testing.assert_array_equal(dqn["rows_after"], num_envs)
-    assert dqn["rows_after"].shape[1] == 2
-    # Transitions are counted over both devices (6 steps of 2 * 3 envs per update):
-    # learning starts at the second update, when 12 * 6 are in.
-    assert int(dqn["num_transitions"]) == 5 * 6 * 2 * num_envs
-    assert int(dqn["num_gradient_steps"]) == 4
-    assert dqn["loss"][0] == 0 and np.all(dqn["loss"][1:] > 0)
-    for name in (name for name in dqn if name.startswith("param_")):
-        assert np.all(np.isfinite(dqn[name]))
-
-
-def test_filter_pmap_equals_separate_runs(multidevice_runs):
-    together = _load(multidevice_runs.two_devices / "pmap.npz")
-    apart = _load(multidevice_runs.one_device / "separate.npz")
-    assert together and sorted(together) == sorted(apart)
-    for name, value in together.items():
-        assert value.shape[0] == 2
-        np.testing.assert_allclose(value, apart[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def test_filter_vmap_over_seeds_equals_separate_runs():

@@ -1,11 +1,6 @@
-"""Multi-host Anakin: two processes joined by `jax.distributed` on 127.0.0.1.
-
-Each process has one CPU device and steps its own share of the environment batch
-(`multidevice_worker.py` with `--coordinator-address`). The program is the one that
-runs in a single process over two forced CPU devices, so every leaf it ends with is
-bit-identical to that run's (measured: exactly equal; asserted: exactly equal), on
-both processes.
-"""
+"""`podrace.distributed` in one process: a coordinator that cannot be reached, bad
+arguments, and `gather`. What two processes joined by `jax.distributed` end with is
+checked against two devices of one process in `test_device_matrix.py`."""
 
 import os
 import subprocess
@@ -21,38 +16,6 @@ import pytest
 import podrace as pr
 
 from . import helpers
-
-
-MULTIPROCESS_FILES = [
-    "anakin.npz",
-    "dqn.npz",
-    "population.npz",
-    "members.npz",
-    *(f"learner-{name}.npz" for name in helpers.MULTIPROCESS_LEARNERS),
-]
-LAYOUT_KEYS = {"device_count", "num_devices", "shards_before", "shards_after", "rows_before", "rows_after", "shards"}
-
-
-@pytest.mark.parametrize("process_id", [0, 1])
-@pytest.mark.parametrize("name", MULTIPROCESS_FILES)
-def test_two_processes_equal_two_devices_of_one_process(name, process_id, multidevice_runs):
-    with (
-        np.load(multidevice_runs.two_devices / name) as two_devices,
-        np.load(multidevice_runs.two_processes / f"process-{process_id}" / name) as two_processes,
-    ):
-        assert sorted(two_devices) == sorted(two_processes)
-        for key in two_devices:
-            if key not in LAYOUT_KEYS:
-                np.testing.assert_array_equal(two_processes[key], two_devices[key], err_msg=key)
-
-
-def test_each_process_holds_its_own_share_of_the_environments(multidevice_runs):
-    for process_id in range(2):
-        with np.load(multidevice_runs.two_processes / f"process-{process_id}" / "anakin.npz") as run:
-            assert int(run["num_devices"]) == int(run["device_count"]) == 2
-            # One addressable shard per leaf, of this process's `MULTIDEVICE_NUM_ENVS` environments.
-            assert run["shards_before"].shape[1] == 1
-            assert np.all(run["shards_after"] == helpers.MULTIDEVICE_NUM_ENVS)
 
 
 def test_a_process_that_cannot_reach_the_coordinator_fails_clearly_and_in_time():

@@ -221,8 +221,25 @@ CHECK_ENV_MAX_STEPS = 8
 CHECK_ENV_STEPS = 24
 
 
+# Checking these takes 10 to 40 s each on two cores: they run in the slow session.
+SLOW_TO_CHECK = {
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Pong-misc",
+}
+
+
 @pytest.mark.usefixtures("offline_mnist")
-@pytest.mark.parametrize("env_id", gymnax.registered_envs)
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        pytest.param(env_id, marks=pytest.mark.slow) if env_id in SLOW_TO_CHECK else env_id
+        for env_id in gymnax.registered_envs
+    ],
+)
 def test_every_registered_env_passes_check_env(env_id):
     gym_env, gym_params = _make(env_id)
     # Some params hold the limit as a float (BernoulliBandit-misc): keep its type.

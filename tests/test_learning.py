@@ -1,4 +1,4 @@
-"""Learning tests: every loss and learner solves Catch; CartPole, Pendulum and memory tasks (marker `slow`).
+"""Learning tests (marker `slow`): every loss and learner solves Catch; CartPole, Pendulum and memory tasks.
 
 The agents are those of `podrace train ENV ALGO` (`podrace._cli_tasks`): each test
 trains ten seeds, 0 to 9, as the command's `--seeds 10` does (one population in one
@@ -73,13 +73,10 @@ CATCH_SWAPS: dict[str, tuple[str, dict]] = {
 }
 
 
-# The two slowest on two cores run in the slow session, with the paper's TD(lambda) agent.
-SLOW_CATCH_SWAPS = ("td-lambda", "q-learning")
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_CATCH_SWAPS else name for name in CATCH_SWAPS]
-)
+# Ten seeds of each loss run in the slow session; the default session's trust tests for
+# every learner are the probes (tests/test_probes.py) and Anakin's Catch test.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CATCH_SWAPS)
 def test_swapping_the_loss_still_learns_catch(name):
     algo, changes = CATCH_SWAPS[name]
     _assert_defaults_solve("catch", algo, **changes)

@@ -1,5 +1,6 @@
 """Populations: members equal separate runs, hyperparameters change without recompiling,
-environment variants, population evaluation, devices, and bad input."""
+environment variants, population evaluation, and bad input (over devices:
+`test_device_matrix.py`)."""
 
 import equinox as eqx
 import jax
@@ -147,31 +148,6 @@ def test_evaluation_inside_train_equals_evaluating_the_trained_members():
         alone = pr.evaluate_population(env, networks, policy, num_episodes=5, key=jax.random.key(key), max_steps=20)
         helpers.assert_trees_close(result.evaluation, alone, rtol=0, atol=0)
     assert population.train(state, num_updates=NUM_UPDATES).evaluation is None
-
-
-def test_population_spread_over_two_devices_equals_one_device(multidevice_runs):
-    with (
-        np.load(multidevice_runs.two_devices / "population.npz") as two,
-        np.load(multidevice_runs.one_device / "population.npz") as one,
-    ):
-        assert int(two["num_devices"]) == 2 and int(one["num_devices"]) == 1
-        assert two["shards"].tolist() == [[2, 2]] * len(two["shards"])
-        names = sorted(name for name in one.files if name.startswith("leaf_"))
-        assert names and names == sorted(name for name in two.files if name.startswith("leaf_"))
-        for name in names:
-            np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
-
-
-def test_members_with_their_environments_split_over_devices_equal_each_member_alone(multidevice_runs):
-    # Population outer, devices inner: the device-free core under vmap inside shard_map.
-    with (
-        np.load(multidevice_runs.two_devices / "members.npz") as two,
-        np.load(multidevice_runs.one_device / "members.npz") as one,
-    ):
-        assert one.files and sorted(one.files) == sorted(two.files)
-        for name in one.files:
-            assert two[name].shape[0] == 2
-            np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize(
