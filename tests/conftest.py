@@ -35,6 +35,8 @@ from . import helpers  # noqa: E402
 
 
 MULTIDEVICE = pytest.StashKey[helpers.MultideviceRuns]()
+# Whether this process is a worker of `pytest -n` (pytest-xdist sets the variable first).
+IN_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 
 
 def _reads_multidevice_runs(item: pytest.Item) -> bool:
@@ -52,8 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # that the runs overlap with every other test, or first under `pytest -n N --dist
     # loadfile`, where one worker takes their module (test_device_matrix.py) and starts
     # the runs, and the other workers take the other modules meanwhile.
-    in_worker = "PYTEST_XDIST_WORKER" in os.environ
-    items.sort(key=lambda item: _reads_multidevice_runs(item) != in_worker)
+    items.sort(key=lambda item: _reads_multidevice_runs(item) != IN_XDIST_WORKER)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -61,7 +62,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # the tests that read them are selected, so that they overlap with other tests. Each
     # worker of `pytest -n` collects every test, so there the worker that runs them
     # starts them instead, when the fixture is first asked for.
-    if session.config.option.collectonly or "PYTEST_XDIST_WORKER" in os.environ:
+    if session.config.option.collectonly or IN_XDIST_WORKER:
         return
     if any(_reads_multidevice_runs(item) for item in session.items):
         _start_multidevice_runs(session.config)

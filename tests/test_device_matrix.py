@@ -1,7 +1,8 @@
 """Devices and processes: what the multi-device runs of `multidevice_worker.py` ended with.
 
-The runs are subprocesses started at collection (`tests/conftest.py`), all read by this
-module: one device with `2 * MULTIDEVICE_NUM_ENVS` environments, two devices with
+The runs are subprocesses that `tests/conftest.py` starts (at collection, or under
+`pytest -n` when this module's first test asks for them), all read by this module: one
+device with `2 * MULTIDEVICE_NUM_ENVS` environments, two devices with
 `MULTIDEVICE_NUM_ENVS` each, and two processes of one CPU device each, joined by
 `jax.distributed` on 127.0.0.1, each stepping its own share of the environment batch.
 
