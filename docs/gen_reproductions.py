@@ -1,10 +1,11 @@
 """Writes the published-results page from the outputs of `podrace reproduce`.
 
 `docs/reproductions/` holds the `NAME.json` files that `podrace reproduce NAME --seeds N
---out docs/reproductions` saved (the measurements, the published result and the
-verdict). This script reads them, draws each one's learning curves as
-`docs/reproductions/NAME.png` and writes `docs/reproductions.md`: one table of every
-recipe, measured or not, and one figure per measured recipe. The page and the figures
+--out docs/reproductions` saved on the 2-core CPU (the measurements, the published
+result and the verdict), and `docs/reproductions/gpu/` those saved on a GPU. This
+script reads both, draws each run's learning curves beside its file as `NAME.png` and
+writes `docs/reproductions.md`: one table of every recipe, measured or not, and the
+figures of every run. The page and the figures
 are build outputs (git ignores them): `nox -s docs` writes them before building the
 site. No number on them is typed by hand.
 
@@ -18,6 +19,8 @@ from podrace import recipes
 
 ROOT = pathlib.Path(__file__).parent.parent
 RESULTS = ROOT / "docs" / "reproductions"
+# Where the runs of each platform are saved, below `RESULTS`.
+PLATFORMS = {"CPU": ".", "GPU": "gpu"}
 PAGE = ROOT / "docs" / "reproductions.md"
 
 INTRODUCTION = """\
@@ -33,8 +36,10 @@ value minus the larger of the published spread and a tenth of the distance from 
 uniformly random policy's return. The rule asks for at least 5 seeds.
 
 This page is written by `docs/gen_reproductions.py` from the files that the command
-saved in `docs/reproductions/`; the times are those of the machine named in each row's
-platform. To add or refresh a row:
+saved in `docs/reproductions/` (on a 2-core CPU) and `docs/reproductions/gpu/` (on one
+GPU). A row's score is that of the run with more seeds (the CPU's on a tie); the wall
+times include compilation, and the platform lines below name each machine and JAX. To
+add or refresh a row:
 
 ```bash
 podrace reproduce NAME --seeds 5 --out docs/reproductions
@@ -49,53 +54,54 @@ def _published(recipe: recipes.Recipe) -> str:
     return f"{published.value:g}{spread} ({runs})"
 
 
-def _row(recipe: recipes.Recipe, run: recipes.Reproduction | None) -> str:
+def _row(recipe: recipes.Recipe, runs: dict[str, recipes.Reproduction]) -> str:
     cells = [f"`{recipe.name}`", recipe.settings.algorithm, recipe.env_id, _published(recipe)]
-    if run is None:
-        cells += ["not measured yet", "", "", "", ""]
-    else:
-        verdict = "reaches" if run.reaches_published else "**below published**"
-        if len(run.seeds) < 5:
-            verdict += f" ({len(run.seeds)} seeds)"
-        cells += [
-            f"{run.mean:.4g} ± {run.std:.2g}",
-            str(len(run.seeds)),
-            f"{run.threshold:.4g}",
-            verdict,
-            f"{run.wall_seconds:.0f} s on {run.platform.split(',')[0]}",
-        ]
+    if not runs:
+        return "| " + " | ".join([*cells, "not measured yet", "", "", "", "", ""]) + " |"
+    where, run = max(runs.items(), key=lambda item: len(item[1].seeds))
+    verdict = "reaches" if run.reaches_published else "**below published**"
+    if len(run.seeds) < 5:
+        verdict += f" ({len(run.seeds)} seeds)"
+    times = [f"{runs[name].wall_seconds:.0f} s" if name in runs else "" for name in PLATFORMS]
+    cells += [f"{run.mean:.4g} ± {run.std:.2g}", f"{len(run.seeds)} ({where})", f"{run.threshold:.4g}", verdict, *times]
     return "| " + " | ".join(cells) + " |"
 
 
 def main() -> None:
-    measured = recipes.load(RESULTS)
+    measured = {where: recipes.load(RESULTS / folder) for where, folder in PLATFORMS.items()}
+    runs = {
+        name: {where: found[name] for where, found in measured.items() if name in found} for name in recipes.RECIPES
+    }
     lines = [
         INTRODUCTION,
-        "| recipe | algorithm | gymnax env | published | podrace | seeds | threshold | verdict | wall time |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *(_row(recipe, measured.get(name)) for name, recipe in recipes.RECIPES.items()),
+        "| recipe | algorithm | gymnax env | published | podrace | seeds | threshold | verdict | 2-core CPU | GPU |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *(_row(recipe, runs[name]) for name, recipe in recipes.RECIPES.items()),
         "",
         "## Learning curves and notes",
         "",
     ]
     for name, recipe in recipes.RECIPES.items():
-        run = measured.get(name)
         lines += [f"### {name}", "", f"Source: {recipe.published.source}.", ""]
         if recipe.notes:
             lines += [recipe.notes, ""]
-        if run is None:
+        if not runs[name]:
             lines += [f"Not measured yet: `podrace reproduce {name} --seeds 5 --out docs/reproductions`.", ""]
-            continue
-        scores = ", ".join(f"{score:.4g}" for score in run.scores)
-        lines += [
-            f"Scores of seeds {', '.join(map(str, run.seeds))}: {scores}; a random policy: "
-            f"{run.random_return:.4g}; platform: {run.platform}.",
-            "",
-        ]
-        recipes.plot_reproduction(run, RESULTS / f"{name}.png")
-        lines += [f"![{name}](reproductions/{name}.png)", ""]
+        for where, run in runs[name].items():
+            scores = ", ".join(f"{score:.4g}" for score in run.scores)
+            figure = pathlib.Path(PLATFORMS[where]) / f"{name}.png"
+            recipes.plot_reproduction(run, RESULTS / figure)
+            lines += [
+                f"On the {where}: {run.mean:.4g} ± {run.std:.2g}; scores of seeds {', '.join(map(str, run.seeds))}: "
+                f"{scores}; a random policy: {run.random_return:.4g}; {run.wall_seconds:.0f} s on {run.platform}.",
+                "",
+                f"![{name}, {where}](reproductions/{figure.as_posix()})",
+                "",
+            ]
     PAGE.write_text("\n".join(lines))
-    print(f"wrote {PAGE.relative_to(ROOT)}: {len(measured)} of {len(recipes.RECIPES)} recipes measured")
+    counts = ", ".join(f"{len(found)} on the {where}" for where, found in measured.items())
+    total = f"{sum(map(bool, runs.values()))} of {len(recipes.RECIPES)} recipes measured"
+    print(f"wrote {PAGE.relative_to(ROOT)}: {total} ({counts})")
 
 
 if __name__ == "__main__":

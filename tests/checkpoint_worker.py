@@ -1,7 +1,7 @@
 """The other process of the checkpoint tests (test_checkpoint.py).
 
 python tests/checkpoint_worker.py resume DIR
-    For every pipeline of `PIPELINES`: restores the latest checkpoint in DIR/NAME
+    (run on the test session's platform) For every pipeline of `PIPELINES`: restores the latest checkpoint in DIR/NAME
     into a freshly built pipeline, trains `NUM_UPDATES` more updates and saves the
     state as the next checkpoint.
 python tests/checkpoint_worker.py other-device-count DIR
@@ -36,6 +36,10 @@ from podrace.checkpoint import Checkpointer
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
 from tests import helpers
+
+
+# As in conftest.py: full float32 matmuls, so that the two processes compute alike on a GPU too.
+jax.config.update("jax_default_matmul_precision", "highest")
 
 
 NUM_UPDATES = 3

@@ -15,6 +15,11 @@ import warnings
 
 # Workers of `pytest -n` share one accelerator: none may take most of its memory up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# Runs compared bit for bit in two processes (test_checkpoint.py) must compile alike on a
+# GPU: deterministic kernels and no autotuning (which may pick other kernels in each
+# process). The flag does nothing on a CPU.
+if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_gpu_deterministic_ops=true".strip()
 
 import jax
 import pytest

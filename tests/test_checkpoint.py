@@ -26,8 +26,11 @@ from . import checkpoint_worker, helpers
 NUM_UPDATES = checkpoint_worker.NUM_UPDATES
 
 
-def run_worker(*args: str, num_devices: int = 1) -> subprocess.CompletedProcess:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}")
+def run_worker(*args: str, num_cpu_devices: int | None = None) -> subprocess.CompletedProcess:
+    """Runs checkpoint_worker.py on this process's platform, or on `num_cpu_devices` forced CPU devices."""
+    env = dict(os.environ, JAX_PLATFORMS=jax.default_backend())
+    if num_cpu_devices is not None:
+        env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={num_cpu_devices}")
     return subprocess.run(
         [sys.executable, checkpoint_worker.__file__, *args], env=env, capture_output=True, text=True, timeout=600
     )
@@ -64,7 +67,7 @@ def test_resume_on_another_device_count(tmp_path):
     with Checkpointer(tmp_path) as checkpointer:
         checkpointer.save(NUM_UPDATES, state)
     expected = pipeline.train(state, num_updates=NUM_UPDATES).state
-    worker = run_worker("other-device-count", str(tmp_path), num_devices=2)
+    worker = run_worker("other-device-count", str(tmp_path), num_cpu_devices=2)
     assert worker.returncode == 0, worker.stderr
     with Checkpointer(tmp_path) as checkpointer:
         assert checkpointer.latest_step == 2 * NUM_UPDATES
