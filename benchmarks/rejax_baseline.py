@@ -1,4 +1,4 @@
-"""Peer baseline: rejax 0.1.3 PPO and DQN on gymnax CartPole-v1.
+"""Peer baseline: rejax 0.1.3 PPO and DQN on gymnax environments (CartPole-v1 by default).
 
 Run with its own benchmark-only venv, never podrace's (rejax 0.1.3 expects the
 five-value ``step`` of gymnax < 1.0)::
@@ -17,7 +17,7 @@ ppo-time-to-solve
     The clock starts before anything is built or compiled. Training runs in chunks:
     one jitted call trains ``--chunk-steps`` env steps (rounded up to whole
     ``num_envs * num_steps`` rollouts) and then evaluates the current policy on
-    ``--eval-episodes`` fresh CartPole-v1 episodes (up to 500 steps each, rejax's
+    ``--eval-episodes`` fresh episodes of ``--env`` (up to its time limit, rejax's
     ``evaluate``; ``stochastic`` samples the policy as rejax's own eval callback
     does, ``greedy`` takes the argmax). The host reads the mean return after each
     chunk; the clock stops at the first chunk whose mean return >= ``--threshold``.
@@ -45,8 +45,6 @@ from rejax.evaluate import evaluate
 
 # rejax casts to int64 with x64 disabled; harmless, but noisy.
 warnings.filterwarnings("ignore", message="Explicitly requested dtype")
-
-ENV = "CartPole-v1"
 
 
 def no_eval(algo: Any, ts: Any, rng: jax.Array) -> tuple[()]:
@@ -96,7 +94,7 @@ def ppo_time_to_solve(args: argparse.Namespace) -> dict[str, Any]:
 
     start = time.perf_counter()
     algo = PPO.create(
-        env=ENV,
+        env=args.env,
         agent_kwargs=dict(agent_kwargs),
         total_timesteps=chunk,
         eval_freq=chunk,
@@ -120,7 +118,7 @@ def ppo_time_to_solve(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "mode": "ppo-time-to-solve",
         "library": "rejax",
-        "env": ENV,
+        "env": args.env,
         "seed": args.seed,
         "solved": solved,
         "seconds": round(seconds, 3),
@@ -158,7 +156,7 @@ def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
     }
     agent_kwargs = {"activation": args.activation}  # rejax fixes hidden to (64, 64)
     algo = DQN.create(
-        env=ENV,
+        env=args.env,
         agent_kwargs=dict(agent_kwargs),
         total_timesteps=args.steps,
         eval_freq=args.steps,
@@ -180,7 +178,7 @@ def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "mode": "dqn-sps",
         "library": "rejax",
-        "env": ENV,
+        "env": args.env,
         "seed": args.seed,
         "sps": round(steps / elapsed, 1),
         "timed_env_steps": steps,
@@ -198,6 +196,7 @@ def parse_args() -> argparse.Namespace:
     sub = parser.add_subparsers(dest="mode", required=True)
 
     ppo = sub.add_parser("ppo-time-to-solve")
+    ppo.add_argument("--env", default="CartPole-v1", help="a gymnax environment id")
     ppo.add_argument("--seed", type=int, default=0)
     ppo.add_argument("--threshold", type=float, default=475.0)
     ppo.add_argument("--chunk-steps", type=int, default=5_000)
@@ -219,6 +218,7 @@ def parse_args() -> argparse.Namespace:
     ppo.add_argument("--activation", default="tanh")
 
     dqn = sub.add_parser("dqn-sps")
+    dqn.add_argument("--env", default="CartPole-v1", help="a gymnax environment id")
     dqn.add_argument("--seed", type=int, default=0)
     dqn.add_argument("--steps", type=int, default=50_000, help="env steps per call")
     dqn.add_argument("--num-envs", type=int, default=10)

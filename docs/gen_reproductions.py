@@ -38,8 +38,9 @@ uniformly random policy's return. The rule asks for at least 5 seeds.
 This page is written by `docs/gen_reproductions.py` from the files that the command
 saved in `docs/reproductions/` (on a 2-core CPU) and `docs/reproductions/gpu/` (on one
 GPU). A row's score is that of the run with more seeds (the CPU's on a tie); the wall
-times include compilation, and the platform lines below name each machine and JAX. To
-add or refresh a row:
+times include compilation, and the platform lines below name each machine and JAX. The
+GPU runs shared their machine's 16 CPU cores with a run of the test suite on 10 of them.
+To add or refresh a row:
 
 ```bash
 podrace reproduce NAME --seeds 5 --out docs/reproductions

@@ -40,7 +40,7 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
 from ._types import Box, Discrete
-from .envs import AbstractEnv, GymnaxEnv
+from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
 from .executors.anakin import Anakin
 from .executors.evaluation import random_policy_episodes
 from .executors.population import Population, evaluate_population
@@ -148,7 +148,8 @@ class GymnaxBlinesPPO(AbstractSettings):
     `lr_warmup * num_train_steps` gradient steps (as the source counts them).
 
     Where podrace differs: it bootstraps at a time limit (gymnax 1.0 separates
-    truncation from termination; the 2022 gymnax that gymnax-blines ran did not), and
+    truncation from termination; the 2022 gymnax that gymnax-blines ran did not: a
+    recipe with `truncation_as_termination` computes it as the source did), and
     it learns from every step of a rollout of `n_steps` (gymnax-blines keeps `n_steps + 1`
     steps and learns from the first `n_steps`).
     """
@@ -250,7 +251,7 @@ class CleanRLPPO(AbstractSettings):
     (eps 1e-5) at a learning rate annealed linearly to 0 once per update (`anneal_lr`).
 
     Where podrace differs: it bootstraps at a time limit (CleanRL treats a truncation
-    as a termination) and steps gymnax's versions of the environments (the same
+    as a termination; see `Recipe.truncation_as_termination`) and steps gymnax's versions of the environments (the same
     dynamics and time limits in float32).
     """
 
@@ -398,6 +399,9 @@ class Recipe:
     - `settings`: the published hyperparameters; they build the pipeline.
     - `published`: the published result.
     - `notes`: what else a reader should know (e.g. a published failure).
+    - `truncation_as_termination`: whether a time limit ends an episode as a
+        termination ([`podrace.envs.TruncationAsTermination`][]), as the sources
+        computed it, rather than with a bootstrap, as podrace does.
     """
 
     name: str
@@ -405,10 +409,12 @@ class Recipe:
     settings: AbstractSettings
     published: Published
     notes: str = ""
+    truncation_as_termination: bool = False
 
     def env(self) -> AbstractEnv:
         """The environment (needs gymnax: `pip install "podrace[gymnax]"`)."""
-        return GymnaxEnv.make(self.env_id)
+        env = GymnaxEnv.make(self.env_id)
+        return TruncationAsTermination(env) if self.truncation_as_termination else env
 
 
 def _gymnax_blines(
@@ -512,6 +518,7 @@ def _cleanrl_recipe(
 
 _MINATAR = _gymnax_blines(10_000_000, 64, 128, max_grad_norm=0.5, gamma=0.999, num_hidden_units=256, n_minibatch=8)
 _BSUITE = _gymnax_blines(150_000, 8, 32, max_grad_norm=0.5)
+_MOUNTAINCAR = _gymnax_blines(250_000, 16, 32, max_grad_norm=1.0, lr_begin=5e-3, epoch_ppo=64, entropy_coeff=0.003)
 
 RECIPES: dict[str, Recipe] = {
     recipe.name: recipe
@@ -521,9 +528,16 @@ RECIPES: dict[str, Recipe] = {
         _gymnax_recipe(
             "MountainCar-v0",
             -118.0,
-            _gymnax_blines(250_000, 16, 32, max_grad_norm=1.0, lr_begin=5e-3, epoch_ppo=64, entropy_coeff=0.003),
+            _MOUNTAINCAR,
             "The learning rate moves from 5e-3 to 5e-4, as in the published run (gymnax-blines' train.py "
             "later overrides both with --lrate).",
+        ),
+        dataclasses.replace(
+            _gymnax_recipe("MountainCar-v0", -118.0, _MOUNTAINCAR),
+            name="gymnax-ppo-mountaincar-v0-truncation-as-termination",
+            notes="The recipe above, its 200-step time limit ending episodes as the 2022 gymnax that gymnax-blines "
+            "ran ended them: as terminations, with no bootstrap.",
+            truncation_as_termination=True,
         ),
         _gymnax_recipe(
             "Pendulum-v1",

@@ -214,6 +214,9 @@ ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
     "point": Point,
     "cartpole-v1": pr.envs.cartpole_v1,
     "auto-reset-time-limit-cartpole": lambda: pr.envs.AutoReset(pr.envs.TimeLimit(pr.envs.CartPole(), 4)),
+    "auto-reset-truncation-as-termination-cartpole": lambda: pr.envs.AutoReset(
+        pr.envs.TruncationAsTermination(pr.envs.TimeLimit(pr.envs.CartPole(), 4))
+    ),
     "pendulum-v1": pr.envs.pendulum_v1,
     "auto-reset-deep-sea": lambda: pr.envs.AutoReset(pr.envs.DeepSea(size=4)),
     "auto-reset-stochastic-deep-sea": lambda: pr.envs.AutoReset(pr.envs.DeepSea(size=4, deterministic=False)),

@@ -96,6 +96,33 @@ def test_env_step_traces_once(name):
     helpers.check_traced_once(STEP, *calls)
 
 
+def test_truncation_as_termination_ends_a_time_limit_without_bootstrap():
+    limited = pr.envs.TimeLimit(pr.envs.CartPole(), max_episode_steps=3)
+    env = pr.envs.TruncationAsTermination(limited)
+    state, first = env.reset(jax.random.key(0))
+    expected_state, expected = limited.reset(jax.random.key(0))
+    helpers.assert_trees_close(first, expected, rtol=0, atol=0)
+    for step in range(3):
+        action = jnp.asarray(step % 2)
+        state, timestep = env.step(state, action, jax.random.key(step))
+        expected_state, expected = limited.step(expected_state, action, jax.random.key(step))
+        helpers.assert_trees_close(state, expected_state, rtol=0, atol=0)
+        assert bool(expected.truncated) == (step == 2) and not bool(expected.terminated)
+        assert not bool(timestep.truncated)
+        assert bool(timestep.terminated) == (step == 2)
+        assert float(timestep.discount) == (0.0 if step == 2 else 1.0)
+        np.testing.assert_array_equal(timestep.observation, expected.observation)
+        assert float(timestep.reward) == float(expected.reward)
+
+
+def test_truncation_as_termination_keeps_a_termination():
+    env = pr.envs.TruncationAsTermination(pr.envs.Catch(rows=3, columns=3))
+    state, _ = env.reset(jax.random.key(0))
+    for step in range(2):
+        state, timestep = env.step(state, jnp.asarray(1), jax.random.key(step))
+    assert bool(timestep.terminated) and not bool(timestep.truncated) and float(timestep.discount) == 0.0
+
+
 def test_env_array_hyperparameters_are_leaves_and_sizes_static():
     env = pr.envs.AutoReset(pr.envs.TimeLimit(pr.envs.Catch(rows=7, columns=4), max_episode_steps=5))
     # Sizes are static: the whole environment is array-free and hashes as a jit key.

@@ -23,6 +23,7 @@ from .wrappers import (
     PreviousActionReward as PreviousActionReward,
     TimeLimit as TimeLimit,
     TimeLimitState as TimeLimitState,
+    TruncationAsTermination as TruncationAsTermination,
 )
 
 
@@ -56,4 +57,5 @@ __all__ = [
     "PreviousActionReward",
     "TimeLimit",
     "TimeLimitState",
+    "TruncationAsTermination",
 ]

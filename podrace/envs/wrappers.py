@@ -133,6 +133,49 @@ class TimeLimit(AbstractEnv[TimeLimitState[StateT]]):
 
 
 @final
+class TruncationAsTermination(AbstractEnv[StateT]):
+    """Reports a truncation (a time limit) as a termination, with discount 0.
+
+    podrace keeps the two apart, so that learners bootstrap at a time limit. Many
+    published results did not: gymnax before 1.0 (which gymnax-blines ran), CleanRL's
+    scripts and Stable-Baselines3 before its `handle_timeout_termination` end an episode
+    at its time limit as in an absorbing state. This wrapper gives that behaviour, to
+    reproduce such a result as it was computed (Pardo et al., 2018, "Time Limits in
+    Reinforcement Learning", show what it changes).
+
+    **Arguments:**
+
+    - `env`: the environment to wrap (inside [`podrace.envs.AutoReset`][], if any).
+    """
+
+    env: AbstractEnv[StateT]
+
+    @property
+    def observation_space(self) -> AbstractSpace:
+        return self.env.observation_space
+
+    @property
+    def action_space(self) -> AbstractSpace:
+        return self.env.action_space
+
+    def reset(self, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
+        return self.env.reset(key)
+
+    def step(self, state: StateT, action: Array, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
+        env_state, timestep = self.env.step(state, action, key)
+        truncated = timestep.truncated
+        timestep = eqx.tree_at(
+            lambda t: (t.discount, t.terminated, t.truncated),
+            timestep,
+            (jnp.where(truncated, 0.0, timestep.discount), timestep.terminated | truncated, jnp.zeros_like(truncated)),
+        )
+        return env_state, timestep
+
+    def render(self, state: StateT) -> UInt8[Array, "height width 3"]:
+        return self.env.render(state)
+
+
+@final
 class PreviousActionReward(AbstractEnv[StateT]):
     """Puts the previous action and reward beside each observation.
 
