@@ -1,4 +1,4 @@
-from typing import Generic, TypeVar, final
+from typing import Any, Generic, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -10,6 +10,20 @@ from ._base import AbstractEnv
 
 
 StateT = TypeVar("StateT")
+
+
+class _AbstractWrapper(AbstractEnv[StateT]):
+    """An environment around another, with the other's observation and action spaces."""
+
+    env: eqx.AbstractVar[AbstractEnv[Any]]
+
+    @property
+    def observation_space(self) -> AbstractSpace:
+        return self.env.observation_space
+
+    @property
+    def action_space(self) -> AbstractSpace:
+        return self.env.action_space
 
 
 @final
@@ -27,7 +41,7 @@ class AutoResetState(eqx.Module, Generic[StateT]):
 
 
 @final
-class AutoReset(AbstractEnv[AutoResetState[StateT]]):
+class AutoReset(_AbstractWrapper[AutoResetState[StateT]]):
     """Starts a new episode on the step after an episode ends.
 
     The last time step of an episode is returned as it is, so its final observation
@@ -42,14 +56,6 @@ class AutoReset(AbstractEnv[AutoResetState[StateT]]):
     """
 
     env: AbstractEnv[StateT]
-
-    @property
-    def observation_space(self) -> AbstractSpace:
-        return self.env.observation_space
-
-    @property
-    def action_space(self) -> AbstractSpace:
-        return self.env.action_space
 
     def reset(self, key: PRNGKeyArray) -> tuple[AutoResetState[StateT], TimeStep]:
         env_state, timestep = self.env.reset(key)
@@ -87,7 +93,7 @@ class TimeLimitState(eqx.Module, Generic[StateT]):
 
 
 @final
-class TimeLimit(AbstractEnv[TimeLimitState[StateT]]):
+class TimeLimit(_AbstractWrapper[TimeLimitState[StateT]]):
     """Truncates episodes after `max_episode_steps` steps.
 
     A truncated time step keeps `discount = 1` and sets `truncated`, so that learners
@@ -107,14 +113,6 @@ class TimeLimit(AbstractEnv[TimeLimitState[StateT]]):
         if self.max_episode_steps <= 0:
             raise ValueError(f"TimeLimit needs max_episode_steps > 0, got {self.max_episode_steps}.")
 
-    @property
-    def observation_space(self) -> AbstractSpace:
-        return self.env.observation_space
-
-    @property
-    def action_space(self) -> AbstractSpace:
-        return self.env.action_space
-
     def reset(self, key: PRNGKeyArray) -> tuple[TimeLimitState[StateT], TimeStep]:
         env_state, timestep = self.env.reset(key)
         return TimeLimitState(env_state, jnp.asarray(0, jnp.int32)), timestep
@@ -133,7 +131,7 @@ class TimeLimit(AbstractEnv[TimeLimitState[StateT]]):
 
 
 @final
-class TruncationAsTermination(AbstractEnv[StateT]):
+class TruncationAsTermination(_AbstractWrapper[StateT]):
     """Reports a truncation (a time limit) as a termination, with discount 0.
 
     podrace keeps the two apart, so that learners bootstrap at a time limit. Many
@@ -149,14 +147,6 @@ class TruncationAsTermination(AbstractEnv[StateT]):
     """
 
     env: AbstractEnv[StateT]
-
-    @property
-    def observation_space(self) -> AbstractSpace:
-        return self.env.observation_space
-
-    @property
-    def action_space(self) -> AbstractSpace:
-        return self.env.action_space
 
     def reset(self, key: PRNGKeyArray) -> tuple[StateT, TimeStep]:
         return self.env.reset(key)
