@@ -6,6 +6,7 @@ and dtypes in podrace's signatures are checked by the jaxtyping import hook (pyp
 `addopts`), installed before this file is imported.
 """
 
+import importlib.metadata
 import os
 import pathlib
 import shutil
@@ -15,10 +16,16 @@ import warnings
 
 # Workers of `pytest -n` share one accelerator: none may take most of its memory up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
 # Runs compared bit for bit in two processes (test_checkpoint.py) must compile alike on a
 # GPU: deterministic kernels and no autotuning (which may pick other kernels in each
-# process). The flag does nothing on a CPU.
-if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
+# process). Only where JAX has a CUDA or ROCm plugin: on a CPU the flag makes some
+# programs several times slower.
+if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", "") and any(
+    (distribution.metadata["Name"] or "").lower().replace("_", "-").startswith(("jax-cuda", "jax-rocm"))
+    for distribution in importlib.metadata.distributions()
+):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_gpu_deterministic_ops=true".strip()
 
 import jax
