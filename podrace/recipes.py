@@ -251,8 +251,8 @@ class CleanRLPPO(AbstractSettings):
     (eps 1e-5) at a learning rate annealed linearly to 0 once per update (`anneal_lr`).
 
     Where podrace differs: it bootstraps at a time limit (CleanRL treats a truncation
-    as a termination; see `Recipe.truncation_as_termination`) and steps gymnax's versions of the environments (the same
-    dynamics and time limits in float32).
+    as a termination; see `Recipe.truncation_as_termination`) and steps gymnax's
+    versions of the environments (the same dynamics and time limits in float32).
     """
 
     total_timesteps: int

@@ -1,9 +1,9 @@
 """The other process of the checkpoint tests (test_checkpoint.py).
 
 python tests/checkpoint_worker.py resume DIR
-    (run on the test session's platform) For every pipeline of `PIPELINES`: restores the latest checkpoint in DIR/NAME
-    into a freshly built pipeline, trains `NUM_UPDATES` more updates and saves the
-    state as the next checkpoint.
+    (run on the test session's platform) For every pipeline of `PIPELINES`: restores
+    the latest checkpoint in DIR/NAME into a freshly built pipeline, trains
+    `NUM_UPDATES` more updates and saves the state as the next checkpoint.
 python tests/checkpoint_worker.py other-device-count DIR
     (run with two forced CPU devices) The same for the A2C pipeline saved on one
     device with twice as many environments per device; then writes to
