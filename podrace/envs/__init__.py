@@ -18,6 +18,7 @@ from .probes import (
 )
 from .repeat_first import RepeatFirst as RepeatFirst, RepeatFirstState as RepeatFirstState
 from .wrappers import (
+    AbstractWrapper as AbstractWrapper,
     AutoReset as AutoReset,
     AutoResetState as AutoResetState,
     PreviousActionReward as PreviousActionReward,
@@ -40,6 +41,7 @@ __all__ = [
     "DeepSea",
     "DeepSeaState",
     "GymnaxEnv",
+    "AbstractWrapper",
     "Pendulum",
     "PendulumState",
     "pendulum_v1",

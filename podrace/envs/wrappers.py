@@ -12,8 +12,9 @@ from ._base import AbstractEnv
 StateT = TypeVar("StateT")
 
 
-class _AbstractWrapper(AbstractEnv[StateT]):
-    """An environment around another, with the other's observation and action spaces."""
+class AbstractWrapper(AbstractEnv[StateT]):
+    """Base of the wrappers that keep the wrapped environment's observation and action
+    spaces: a subclass names its `env` field and defines `reset` and `step`."""
 
     env: eqx.AbstractVar[AbstractEnv[Any]]
 
@@ -41,7 +42,7 @@ class AutoResetState(eqx.Module, Generic[StateT]):
 
 
 @final
-class AutoReset(_AbstractWrapper[AutoResetState[StateT]]):
+class AutoReset(AbstractWrapper[AutoResetState[StateT]]):
     """Starts a new episode on the step after an episode ends.
 
     The last time step of an episode is returned as it is, so its final observation
@@ -93,7 +94,7 @@ class TimeLimitState(eqx.Module, Generic[StateT]):
 
 
 @final
-class TimeLimit(_AbstractWrapper[TimeLimitState[StateT]]):
+class TimeLimit(AbstractWrapper[TimeLimitState[StateT]]):
     """Truncates episodes after `max_episode_steps` steps.
 
     A truncated time step keeps `discount = 1` and sets `truncated`, so that learners
@@ -131,7 +132,7 @@ class TimeLimit(_AbstractWrapper[TimeLimitState[StateT]]):
 
 
 @final
-class TruncationAsTermination(_AbstractWrapper[StateT]):
+class TruncationAsTermination(AbstractWrapper[StateT]):
     """Reports a truncation (a time limit) as a termination, with discount 0.
 
     podrace keeps the two apart, so that learners bootstrap at a time limit. Many
