@@ -1,12 +1,14 @@
 """Data types shared by every family: spaces, time steps, network outputs, trajectories."""
 
 import abc
-from typing import Any, final
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, final
 
 import distrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray, PyTree
 
 
@@ -318,6 +320,46 @@ class Trajectory(eqx.Module):
         feed-forward networks).
     """
 
+    # The batch axis of each part: time steps and actions are time-major, `[T (+ 1), B]`;
+    # the recurrent state has no time axis.
+    _BATCH_AXES: ClassVar[tuple[int, int, int]] = (1, 1, 0)
+
     timestep: TimeStep
     policy_step: PolicyStep
     carry: PyTree[Array]
+
+    def map_batch(self, fn: Callable[..., Any], *time_major: PyTree[Array], out_axes: Any = 0) -> Any:
+        """`fn(trajectory, *rows)` for each trajectory of a batch `[T + 1, B]`, stacked along `out_axes`.
+
+        Each of `time_major` is a pytree of arrays `[T, B, ...]` or `[T + 1, B, ...]`
+        (e.g. a loss's targets); `fn` receives its rows of trajectory `b`.
+        """
+
+        def of_one(timestep: TimeStep, policy_step: PolicyStep, carry: PyTree[Array], *rows: PyTree[Array]) -> Any:
+            return fn(Trajectory(timestep, policy_step, carry), *rows)
+
+        in_axes = (*self._BATCH_AXES, *(1 for _ in time_major))
+        return jax.vmap(of_one, in_axes=in_axes, out_axes=out_axes)(
+            self.timestep, self.policy_step, self.carry, *time_major
+        )
+
+    def take(self, indices: Int[Array, " n"]) -> "Trajectory":
+        """The trajectories at `indices` of a batch `[T + 1, B]`, as a batch `[T + 1, n]`."""
+        parts = (self.timestep, self.policy_step, self.carry)
+        taken = (
+            jax.tree.map(lambda x, axis=axis: jnp.take(x, indices, axis=axis), part)
+            for part, axis in zip(parts, self._BATCH_AXES, strict=True)
+        )
+        return Trajectory(*taken)
+
+    @classmethod
+    def concatenate(cls, trajectories: "Sequence[Trajectory]") -> "Trajectory":
+        """Batches `[T + 1, B_i]` side by side, as one batch `[T + 1, sum B_i]`: joined on
+        the host and moved to the default device in one transfer per array."""
+
+        def side_by_side(index: int) -> PyTree[Array]:
+            parts = [(t.timestep, t.policy_step, t.carry)[index] for t in trajectories]
+            axis = cls._BATCH_AXES[index]
+            return jax.tree.map(lambda *x: jnp.asarray(np.concatenate(x, axis=axis)), *parts)
+
+        return Trajectory(*(side_by_side(index) for index in range(3)))

@@ -549,13 +549,7 @@ def _episodes(results: list[RayRollout] | list[RayGradient]) -> EpisodeStatistic
 
 def _batch(rollouts: list[RayRollout]) -> Trajectory:
     """The rollouts side by side `[T + 1, sum B]`, on the default device in one transfer each part."""
-    trajectories = [rollout.trajectory for rollout in rollouts]
-
-    def concatenate(part: str, axis: int) -> PyTree[Array]:
-        parts = [getattr(trajectory, part) for trajectory in trajectories]
-        return jax.device_put(jax.tree.map(lambda *x: np.concatenate(x, axis=axis), *parts))
-
-    return Trajectory(concatenate("timestep", 1), concatenate("policy_step", 1), concatenate("carry", 0))
+    return Trajectory.concatenate([rollout.trajectory for rollout in rollouts])
 
 
 def train_with_ray(

@@ -389,12 +389,5 @@ def shuffled_minibatches(
     # order[m, g]: the environment of group g in minibatch m.
     order = (num_minibatches * jnp.arange(num_groups)[None, :] + orders.T).astype(jnp.int32)
 
-    def split(x, env_axis):
-        return jnp.moveaxis(jnp.take(x, order, axis=env_axis), env_axis, 0)
-
-    minibatches = Trajectory(
-        jax.tree.map(lambda x: split(x, 1), trajectory.timestep),
-        jax.tree.map(lambda x: split(x, 1), trajectory.policy_step),
-        jax.tree.map(lambda x: split(x, 0), trajectory.carry),
-    )
-    return minibatches, jax.tree.map(lambda x: split(x, 1), targets)
+    minibatches = jax.vmap(trajectory.take)(order)
+    return minibatches, jax.tree.map(lambda x: jnp.moveaxis(jnp.take(x, order, axis=1), 1, 0), targets)

@@ -112,10 +112,7 @@ def mean_over_trajectories(
     trajectory_loss: Callable[[Trajectory], tuple[Float[Array, ""], LossTerms]], trajectory: Trajectory
 ) -> tuple[Float[Array, ""], LossTerms]:
     """The mean over a batch `[T + 1, B]` of a loss of one trajectory, and of each of its terms."""
-    loss, terms = jax.vmap(
-        lambda timestep, policy_step, carry: trajectory_loss(Trajectory(timestep, policy_step, carry)),
-        in_axes=(1, 1, 0),
-    )(trajectory.timestep, trajectory.policy_step, trajectory.carry)
+    loss, terms = trajectory.map_batch(trajectory_loss)
     return jnp.mean(loss), jax.tree.map(jnp.mean, terms)
 
 

@@ -107,13 +107,7 @@ class PPOLoss(AbstractLoss):
         `[T, B]` and constant (no gradient flows into them).
         """
 
-        def of_one(timestep, policy_step, carry):
-            one = Trajectory(timestep, policy_step, carry)
-            return self._trajectory_targets(one, agent.outputs(one))
-
-        return jax.vmap(of_one, in_axes=(1, 1, 0), out_axes=1)(
-            trajectory.timestep, trajectory.policy_step, trajectory.carry
-        )
+        return trajectory.map_batch(lambda one: self._trajectory_targets(one, agent.outputs(one)), out_axes=1)
 
     def __call__(
         self,
@@ -123,9 +117,7 @@ class PPOLoss(AbstractLoss):
         targets: tuple[Float[Array, "T B"], Float[Array, "T B"]] | None = None,
         axis_name: str | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
-        parts = jax.vmap(
-            lambda t, p, c, targets: self._parts(agent, Trajectory(t, p, c), targets), in_axes=(1, 1, 0, 1)
-        )(trajectory.timestep, trajectory.policy_step, trajectory.carry, targets)
+        parts = trajectory.map_batch(lambda one, targets: self._parts(agent, one, targets), targets)
         log_pi, log_mu, advantages, returns, values, mask, entropy = (x.ravel() for x in parts)
         returns, advantages = jax.lax.stop_gradient((returns, advantages))
         value_errors = jnp.square(returns - values)
