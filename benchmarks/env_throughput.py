@@ -31,7 +31,8 @@ import numpy as np
 import optax
 
 import podrace as pr
-from podrace.executors.host import GymnasiumCollector, space_from_gymnasium
+from podrace.envs.gymnasium import space_from_gymnasium
+from podrace.executors.host import GymnasiumCollector
 
 
 BATCH_SIZES = (1, 128, 4096)

@@ -54,7 +54,7 @@ import ray
 
 import podrace as pr
 from podrace.envs.atari import PONG_INPUTS, make_pong
-from podrace.executors.host import GymnasiumCollector, _update, train_on_host
+from podrace.executors.host import GymnasiumCollector, jitted_update, train_on_host
 from podrace.executors.ray_actors import RayRolloutPool, train_with_ray
 
 
@@ -230,7 +230,7 @@ def learner_throughput(num_envs: int, args) -> None:
     trajectory, _ = collector.collect(learner.agent(state))
 
     def update():
-        return _update(learner, state, trajectory)
+        return jitted_update(learner, state, trajectory)
 
     alone = updates_per_second(update, args.seconds)
     pong_learner = learner_for(PONG_INPUTS, 200)

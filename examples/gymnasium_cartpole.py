@@ -18,6 +18,7 @@ import numpy as np
 import optax
 
 import podrace as pr
+from podrace.executors.host import evaluate_on_host
 
 
 parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -57,7 +58,7 @@ figure.tight_layout()
 figure.savefig("gymnasium_cartpole.png", dpi=120)
 print("saved gymnasium_cartpole.png")
 
-evaluation = pr.evaluate(
+evaluation = evaluate_on_host(
     gymnasium.make_vec("CartPole-v1", num_envs=4),
     learner.network_with(result.state.params),
     pr.policies.Greedy(),

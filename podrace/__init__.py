@@ -28,6 +28,7 @@ from ._types import (
     TimeStep as TimeStep,
     Trajectory as Trajectory,
 )
+from ._version import __version__ as __version__
 from .agent import Agent as Agent
 from .compilation import enable_compilation_cache as enable_compilation_cache
 from .executors.anakin import Anakin as Anakin, AnakinState as AnakinState, TrainResult as TrainResult
@@ -44,6 +45,3 @@ from .results import (
     TrainMetrics as TrainMetrics,
     UpdateMetrics as UpdateMetrics,
 )
-
-
-__version__ = "0.1.0"

@@ -95,6 +95,20 @@ def check_reads(network, part, *, role: str) -> None:
     raise ValueError(f"{message}.")
 
 
+def network_observation_spec(
+    network, action_space: AbstractSpace, observation: jax.ShapeDtypeStruct
+) -> PyTree[jax.ShapeDtypeStruct]:
+    """The observations a network gets from an environment's `observation`: with the
+    previous action and reward if it reads them (as [`podrace.envs.PreviousActionReward`][]
+    adds them)."""
+    if not network.reads_previous_action_reward:
+        return observation
+    return jax.eval_shape(
+        lambda observation: ObservationActionReward(observation, action_space.zeros(), jnp.zeros((), jnp.float32)),
+        observation,
+    )
+
+
 def check_agent_fits(
     network, policy, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, env_name: str
 ) -> Any:

@@ -20,7 +20,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import __version__, _cli_tasks as tasks, distributed
+from . import _cli_tasks as tasks, distributed
+from ._version import __version__
 from .checkpoint import Checkpointer
 from .compilation import enable_compilation_cache
 from .executors.evaluation import evaluate
@@ -312,7 +313,8 @@ def _make_host_run(settings: tasks.Settings) -> tuple[Any, jax.Array]:
     """The host pipeline of a `gymnasium:ID` run and the key of its learner."""
     import gymnasium
 
-    from .executors.host import GymnasiumCollector, HostPipeline, space_from_gymnasium
+    from .envs.gymnasium import space_from_gymnasium
+    from .executors.host import GymnasiumCollector, HostPipeline
 
     if settings.seeds != 1:
         raise ValueError("--seeds trains a population of on-device pipelines; gymnasium:ID runs one seed.")
@@ -418,8 +420,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     policy = tasks.evaluation_policy(settings)
     eval_key, video_key = jax.random.split(jax.random.key(args.seed))
     if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
+        from .executors.host import evaluate_on_host
+
         network = pipeline.learner.network_at(state)
-        result = evaluate(pipeline.collector.envs, network, policy, num_episodes=args.num_episodes, key=eval_key)
+        result = evaluate_on_host(
+            pipeline.collector.envs, network, policy, num_episodes=args.num_episodes, key=eval_key
+        )
         returns = np.asarray(result.returns)[None]
     elif isinstance(pipeline, Population):
         if args.member >= pipeline.size:

@@ -40,6 +40,7 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
 from ._types import Box, Discrete
+from ._version import __version__
 from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
 from .executors.anakin import Anakin
 from .executors.evaluation import random_policy_episodes
@@ -766,8 +767,6 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
 
 
 def _platform() -> str:
-    from . import __version__
-
     device = jax.devices()[0]
     kind = device.device_kind if device.platform != "cpu" else f"CPU ({platform.machine()})"
     return f"{jax.device_count()} x {kind}, jax {jax.__version__}, podrace {__version__}"

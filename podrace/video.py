@@ -20,11 +20,11 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Int, PRNGKeyArray, Shaped, UInt8
 
 from ._types import Box
-from ._validation import check_agent_fits, check_positive_int
+from ._validation import check_agent_fits, check_positive_int, network_observation_spec
 from .agent import Agent
 from .envs import AbstractEnv
+from .envs.gymnasium import import_gymnasium, space_from_gymnasium
 from .executors.actor import RlplayActor
-from .executors.host import _import_gymnasium, _observation_spec, space_from_gymnasium
 from .networks import AbstractNetwork
 from .policies import AbstractPolicy
 
@@ -121,7 +121,7 @@ def record_gymnasium_episode(
     """
     check_positive_int("record_gymnasium_episode", "max_steps", max_steps)
     if isinstance(env, str):
-        with _import_gymnasium().make(env, render_mode="rgb_array") as made:
+        with import_gymnasium().make(env, render_mode="rgb_array") as made:
             return record_gymnasium_episode(made, network, policy, key=key, max_steps=max_steps, seed=seed)
     env_name = f"the Gymnasium env {env.spec.id if env.spec else type(env).__name__}"
     if env.render_mode != "rgb_array":
@@ -135,7 +135,7 @@ def record_gymnasium_episode(
         raise ValueError(f"podrace takes Box observations from Gymnasium, got {env.observation_space}.")
     observation = jax.ShapeDtypeStruct(observation_space.shape, observation_space.dtype)
     check_agent_fits(
-        network, policy, action_space, _observation_spec(network, action_space, observation), env_name=env_name
+        network, policy, action_space, network_observation_spec(network, action_space, observation), env_name=env_name
     )
     actor = RlplayActor(Agent(network, policy), key)
     carry = actor.initial_hx(1)

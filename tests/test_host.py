@@ -1,5 +1,7 @@
 """Host environments: the Gymnasium collector, training on host rollouts, evaluation."""
 
+import inspect
+
 import gymnasium
 import jax
 import jax.numpy as jnp
@@ -8,7 +10,8 @@ import optax
 import pytest
 
 import podrace as pr
-from podrace.executors.host import GymnasiumCollector, space_from_gymnasium, train_on_host
+from podrace.envs.gymnasium import space_from_gymnasium
+from podrace.executors.host import GymnasiumCollector, evaluate_on_host, train_on_host
 
 from . import helpers
 
@@ -208,14 +211,26 @@ def test_evaluate_reports_episodes_cut_by_the_budget():
     assert bool(whole.completed.all()) and set(np.asarray(whole.returns)) <= {-1.0, 1.0}
 
 
-def test_evaluate_gymnasium_vector_env_gives_each_env_its_share():
+def test_evaluate_on_host_gives_each_env_its_share():
     envs = _cartpole_vec(num_envs=3, max_episode_steps=MAX_EPISODE_STEPS)
-    result = pr.evaluate(envs, _greedy_network(), pr.policies.Greedy(), num_episodes=8, key=jax.random.key(0), seed=0)
+    result = evaluate_on_host(
+        envs, _greedy_network(), pr.policies.Greedy(), num_episodes=8, key=jax.random.key(0), seed=0
+    )
     assert result.returns.shape == (8,) and bool(result.completed.all())
     np.testing.assert_array_equal(result.returns, result.lengths)
     assert np.all(np.asarray(result.lengths) <= MAX_EPISODE_STEPS)
-    cut = pr.evaluate(envs, _greedy_network(), pr.policies.Greedy(), num_episodes=8, key=jax.random.key(0), max_steps=3)
+    cut = evaluate_on_host(
+        envs, _greedy_network(), pr.policies.Greedy(), num_episodes=8, key=jax.random.key(0), max_steps=3
+    )
     assert cut.returns.shape == (8,) and not bool(cut.completed.any())
+
+
+def test_evaluate_points_a_gymnasium_env_to_evaluate_on_host():
+    envs = _cartpole_vec(num_envs=2, max_episode_steps=MAX_EPISODE_STEPS)
+    # Under the tests' type-checking import hook, the annotation refuses it first.
+    evaluate = inspect.unwrap(pr.evaluate)
+    with pytest.raises(TypeError, match=r"podrace\.executors\.host\.evaluate_on_host"):
+        evaluate(envs, _greedy_network(), pr.policies.Greedy(), num_episodes=2, key=jax.random.key(0))
 
 
 def test_evaluate_checks_the_agent_fits():

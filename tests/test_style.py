@@ -1,6 +1,8 @@
 """House rules that Equinox no longer enforces, checked over podrace's public namespaces,
 and the home page's table of extras checked against pyproject.toml."""
 
+import ast
+import graphlib
 import importlib
 import inspect
 import pathlib
@@ -84,3 +86,76 @@ def test_the_home_page_lists_every_extra():
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     listed = re.findall(r"^\| `([\w-]+)` \|", (root / "docs" / "index.md").read_text(), re.MULTILINE)
     assert sorted(listed) == sorted(extras)
+
+
+PACKAGE_ROOT = pathlib.Path(pr.__file__).parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    target = PACKAGE_ROOT.parent.joinpath(*name.split("."))
+    return target.with_suffix(".py").exists() or (target / "__init__.py").exists()
+
+
+def _podrace_imports(path: pathlib.Path) -> list[tuple[str, str | None, str | None]]:
+    """`(module, name, bound_as)` for each podrace module (`name` None) or name from one
+    that the file at `path` imports; relative imports resolved."""
+    parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+    package = list(parts[:-1])  # a module's package; an __init__'s, its own
+    imports = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imports += [(alias.name, None, alias.asname) for alias in node.names if alias.name.startswith("podrace")]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            if module.startswith("podrace"):
+                for alias in node.names:
+                    submodule = f"{module}.{alias.name}"
+                    if _is_module(submodule):
+                        imports.append((submodule, None, alias.asname or alias.name))
+                    else:
+                        imports.append((module, alias.name, alias.asname or alias.name))
+    return imports
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Each podrace module and the podrace modules it names in its imports."""
+    return {
+        _module_name(path): {module for module, _, _ in _podrace_imports(path)}
+        for path in sorted(PACKAGE_ROOT.rglob("*.py"))
+    }
+
+
+def test_no_module_imports_a_private_name_of_another():
+    offences = {}
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        imports = _podrace_imports(path)
+        names = [f"{module}.{name}" for module, name, _ in imports if name and re.match(r"_(?!_)", name)]
+        modules = {bound for _, name, bound in imports if name is None and bound}
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                names += [f"{node.value.id}.{node.attr}"] if re.match(r"_(?!_)", node.attr) else []
+        if names:
+            offences[_module_name(path)] = names
+    assert not offences, offences
+
+
+def test_the_on_device_executors_do_not_import_the_host_ones():
+    graph = _import_graph()
+    for start in ["podrace.executors.anakin", "podrace.executors.population", "podrace.executors.evaluation"]:
+        reached, frontier = set(), [start]
+        while frontier:
+            module = frontier.pop()
+            if module not in reached:
+                reached.add(module)
+                frontier += graph.get(module, set())
+        assert not reached & {"podrace.executors.host", "podrace.envs.gymnasium"}, start
+
+
+def test_the_import_graph_has_no_circle():
+    graphlib.TopologicalSorter(_import_graph()).prepare()  # raises CycleError naming one

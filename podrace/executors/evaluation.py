@@ -1,6 +1,6 @@
 """Evaluating a policy: returns and lengths of whole episodes, in JAX or Gymnasium envs."""
 
-from typing import Any, final
+from typing import final
 
 import equinox as eqx
 import jax
@@ -12,20 +12,18 @@ from ..envs import AbstractEnv
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import EvaluationResult
-from .host import evaluate_on_host
 
 
 def evaluate(
-    env: AbstractEnv | Any,
+    env: AbstractEnv,
     network: AbstractNetwork,
     policy: AbstractPolicy,
     *,
     num_episodes: int,
     key: PRNGKeyArray,
     max_steps: int = 10_000,
-    seed: int | None = None,
 ) -> EvaluationResult:
-    """Runs a policy for `num_episodes` whole episodes and reports each one.
+    """Runs a policy for `num_episodes` whole episodes of a JAX environment and reports each one.
 
     Acting deterministically or stochastically is the choice of `policy`: e.g.
     [`podrace.policies.Greedy`][] or [`podrace.policies.Softmax`][] over action
@@ -34,23 +32,20 @@ def evaluate(
     them: the policy must read the kind of output the network emits and suit the
     environment's action space, and the network must take its observations.
 
-    With a JAX environment, the episodes run side by side, one environment each, in
-    one compiled program. With a `gymnasium.vector.VectorEnv` (next-step autoreset
-    mode), each of its `B` environments plays `num_episodes // B` episodes, the first
-    `num_episodes % B` one more, so that short episodes are not over-represented.
+    The episodes run side by side, one environment each, in one compiled program. A
+    Gymnasium environment is evaluated on the host by
+    [`podrace.executors.host.evaluate_on_host`][].
 
     **Arguments:**
 
-    - `env`: a bare (not auto-resetting) [`podrace.envs.AbstractEnv`][], or a
-        `gymnasium.vector.VectorEnv`.
+    - `env`: a bare (not auto-resetting) [`podrace.envs.AbstractEnv`][].
     - `network`: the network, with the parameters to evaluate
         (`learner.network_with(state.params)`).
     - `policy`: the policy over the network's outputs (it must read the network's
         `output_type`).
     - `num_episodes`: how many episodes.
-    - `key`: the policy's (and a JAX env's) randomness.
-    - `max_steps`: the step budget per episode (JAX) or per environment (Gymnasium).
-    - `seed`: seeds the Gymnasium environments' reset (ignored for JAX envs).
+    - `key`: the policy's and the environment's randomness.
+    - `max_steps`: the step budget per episode.
 
     **Returns:**
 
@@ -58,9 +53,12 @@ def evaluate(
     """
     check_positive_int("evaluate", "num_episodes", num_episodes)
     check_positive_int("evaluate", "max_steps", max_steps)
-    if isinstance(env, AbstractEnv):
-        return _evaluate_jax(env, network, policy, key, num_episodes=num_episodes, max_steps=max_steps)
-    return evaluate_on_host(env, network, policy, num_episodes=num_episodes, key=key, max_steps=max_steps, seed=seed)
+    if not isinstance(env, AbstractEnv):
+        raise TypeError(
+            f"evaluate runs JAX environments (podrace.envs.AbstractEnv), got {type(env).__name__}; evaluate a "
+            "gymnasium.vector.VectorEnv with podrace.executors.host.evaluate_on_host."
+        )
+    return _evaluate_jax(env, network, policy, key, num_episodes=num_episodes, max_steps=max_steps)
 
 
 @final

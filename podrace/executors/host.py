@@ -29,85 +29,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
-from .._types import AbstractSpace, Box, Discrete, ObservationActionReward, PolicyStep, TimeStep, Trajectory
-from .._validation import check_agent_fits, check_learner_fits, check_positive_int
+from .._types import AbstractSpace, ObservationActionReward, PolicyStep, TimeStep, Trajectory
+from .._validation import check_agent_fits, check_learner_fits, check_positive_int, network_observation_spec
 from ..agent import Agent
+from ..envs.gymnasium import vector_env_spaces
 from ..learners import AbstractLearner
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import EvaluationResult, TrainMetrics, UpdateMetrics
-
-
-def _import_gymnasium():
-    try:
-        import gymnasium
-    except ImportError as error:
-        raise ImportError("Host environments need Gymnasium: pip install 'podrace[gymnasium]'.") from error
-    return gymnasium
-
-
-def space_from_gymnasium(space: Any) -> AbstractSpace:
-    """The podrace space of a Gymnasium `Discrete` (starting at 0) or `Box` space.
-
-    **Arguments:**
-
-    - `space`: a `gymnasium.spaces.Space`.
-
-    **Returns:**
-
-    The equivalent [`podrace.Discrete`][] or [`podrace.Box`][].
-
-    **Raises:**
-
-    `ValueError` for other spaces, or a `Discrete` space that does not start at 0.
-    """
-    spaces = _import_gymnasium().spaces
-    if isinstance(space, spaces.Discrete):
-        if int(space.start) != 0:
-            raise ValueError(f"podrace's Discrete actions start at 0, but the space is {space}.")
-        return Discrete(int(space.n))
-    if isinstance(space, spaces.Box):
-        return Box(space.low, space.high, space.shape, space.dtype)
-    raise ValueError(f"Gymnasium space {space} is not supported: podrace takes Discrete and Box spaces.")
-
-
-def _check_vector_env(envs: Any) -> None:
-    gymnasium = _import_gymnasium()
-    if not isinstance(envs, gymnasium.vector.VectorEnv):
-        raise ValueError(
-            f"Expected a gymnasium.vector.VectorEnv, got {type(envs).__name__}; build one with "
-            "gymnasium.make_vec(env_id, num_envs=...)."
-        )
-    mode = envs.metadata.get("autoreset_mode", gymnasium.vector.AutoresetMode.NEXT_STEP)
-    if mode != gymnasium.vector.AutoresetMode.NEXT_STEP:
-        raise ValueError(
-            f"The vector env resets in mode {mode}; podrace needs AutoresetMode.NEXT_STEP (Gymnasium's default), "
-            "e.g. gymnasium.make_vec(env_id, num_envs, vector_kwargs={'autoreset_mode': "
-            "gymnasium.vector.AutoresetMode.NEXT_STEP})."
-        )
-
-
-def _vector_env_spaces(envs: Any) -> tuple[AbstractSpace, jax.ShapeDtypeStruct, str]:
-    """The action space, observation shape and name of a next-step-autoreset vector env."""
-    _check_vector_env(envs)
-    observation_space = space_from_gymnasium(envs.single_observation_space)
-    if not isinstance(observation_space, Box):
-        raise ValueError(f"podrace takes Box observations from Gymnasium, got {envs.single_observation_space}.")
-    observation = jax.ShapeDtypeStruct(observation_space.shape, observation_space.dtype)
-    env_name = f"the Gymnasium env {envs.spec.id if envs.spec else type(envs).__name__}"
-    return space_from_gymnasium(envs.single_action_space), observation, env_name
-
-
-def _observation_spec(
-    network: AbstractNetwork, action_space: AbstractSpace, observation: jax.ShapeDtypeStruct
-) -> PyTree[jax.ShapeDtypeStruct]:
-    """The observations the network gets: with the previous action and reward if it reads them."""
-    if not network.reads_previous_action_reward:
-        return observation
-    return jax.eval_shape(
-        lambda observation: ObservationActionReward(observation, action_space.zeros(), jnp.zeros((), jnp.float32)),
-        observation,
-    )
 
 
 @final
@@ -256,8 +185,8 @@ class GymnasiumCollector:
         seed: int | None = None,
     ):
         check_positive_int("GymnasiumCollector", "rollout_length", rollout_length)
-        action_space, observation, env_name = _vector_env_spaces(envs)
-        observation = _observation_spec(learner.network, action_space, observation)
+        action_space, observation, env_name = vector_env_spaces(envs)
+        observation = network_observation_spec(learner.network, action_space, observation)
         check_learner_fits(learner, action_space, observation, num_envs=envs.num_envs, env_name=env_name)
         self.envs = envs
         self.learner = learner
@@ -472,8 +401,8 @@ def train_on_host(
                 trajectory, episodes = pending.result()
                 if k + 1 < num_updates:
                     pending = executor.submit(collector.collect, learner.agent(learner_state))
-            learner_state, update_metrics = _update(learner, learner_state, trajectory)
-            metrics.append(_train_metrics(update_metrics, episodes))
+            learner_state, update_metrics = jitted_update(learner, learner_state, trajectory)
+            metrics.append(train_metrics(update_metrics, episodes))
     return HostTrainResult(learner_state, jax.tree.map(lambda *values: jnp.stack(values), *metrics))
 
 
@@ -514,13 +443,15 @@ class HostPipeline:
 
 
 @eqx.filter_jit
-def _update(
+def jitted_update(
     learner: AbstractLearner, state: PyTree[Array], trajectory: Trajectory
 ) -> tuple[PyTree[Array], UpdateMetrics]:
+    """`learner.update`, compiled once per learner and trajectory shape (the host executors' update)."""
     return learner.update(state, trajectory)
 
 
-def _train_metrics(update_metrics: UpdateMetrics, episodes: EpisodeStatistics) -> TrainMetrics:
+def train_metrics(update_metrics: UpdateMetrics, episodes: EpisodeStatistics) -> TrainMetrics:
+    """An update's metrics with the episodes that ended in the rollout it learnt from."""
     return TrainMetrics(
         update_metrics,
         jnp.asarray(episodes.returns.sum(), jnp.float32),
@@ -536,19 +467,37 @@ def evaluate_on_host(
     *,
     num_episodes: int,
     key: PRNGKeyArray,
-    max_steps: int,
+    max_steps: int = 10_000,
     seed: int | None = None,
 ) -> EvaluationResult:
-    """[`podrace.evaluate`][] for a `gymnasium.vector.VectorEnv`; see there.
+    """Runs a policy for `num_episodes` whole episodes of a Gymnasium vector environment
+    and reports each one: [`podrace.evaluate`][] for host environments.
 
-    Each of the `B` environments plays its share of the episodes (`num_episodes // B`,
-    one more for the first `num_episodes % B`) within `max_steps` steps; an episode
-    cut by the budget reports `completed=False` with its return so far, and one never
-    started reports 0.
+    Each of the `B` environments plays `num_episodes // B` episodes, the first
+    `num_episodes % B` one more, so that short episodes are not over-represented,
+    within `max_steps` steps; an episode cut by the budget reports `completed=False`
+    with its return so far, and one never started reports 0. The parts are checked to
+    fit first, as [`podrace.evaluate`][] checks them.
+
+    **Arguments:**
+
+    - `envs`: a `gymnasium.vector.VectorEnv` in next-step autoreset mode (Gymnasium's default).
+    - `network`: the network, with the parameters to evaluate.
+    - `policy`: the policy over the network's outputs.
+    - `num_episodes`: how many episodes.
+    - `key`: the policy's randomness.
+    - `max_steps`: the step budget per environment.
+    - `seed`: seeds the environments' first reset.
+
+    **Returns:**
+
+    An [`podrace.EvaluationResult`][].
     """
-    action_space, observation, env_name = _vector_env_spaces(envs)
+    check_positive_int("evaluate_on_host", "num_episodes", num_episodes)
+    check_positive_int("evaluate_on_host", "max_steps", max_steps)
+    action_space, observation, env_name = vector_env_spaces(envs)
     check_agent_fits(
-        network, policy, action_space, _observation_spec(network, action_space, observation), env_name=env_name
+        network, policy, action_space, network_observation_spec(network, action_space, observation), env_name=env_name
     )
     num_envs = envs.num_envs
     quota = num_episodes // num_envs + (np.arange(num_envs) < num_episodes % num_envs)

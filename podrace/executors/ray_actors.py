@@ -64,17 +64,11 @@ from jaxtyping import Array, PRNGKeyArray, PyTree
 from .._types import TimeStep, Trajectory
 from .._validation import check_positive_int
 from ..agent import Agent
+from ..envs.gymnasium import import_gymnasium
 from ..learners import AbstractLearner, Learner, LearnerState
 from ..learners.learner import apply_gradients, loss_gradients
 from ..results import LossTerms, TrainMetrics, UpdateMetrics
-from .host import (
-    EpisodeStatistics,
-    GymnasiumCollector,
-    HostTrainResult,
-    _import_gymnasium,
-    _train_metrics,
-    _update,
-)
+from .host import EpisodeStatistics, GymnasiumCollector, HostTrainResult, jitted_update, train_metrics
 
 
 def _import_ray():
@@ -88,7 +82,7 @@ def _import_ray():
 
 def _sync_vector_env(env: str | Callable[[], Any], num_envs: int, env_kwargs: Mapping[str, Any]) -> Any:
     """`SyncVectorEnv([make_env] * num_envs)`, `make_env` being `env` or `gymnasium.make(env, **env_kwargs)`."""
-    gymnasium = _import_gymnasium()
+    gymnasium = import_gymnasium()
     make_env = functools.partial(gymnasium.make, env, **env_kwargs) if isinstance(env, str) else env
     return gymnasium.vector.SyncVectorEnv([make_env] * num_envs)
 
@@ -598,8 +592,8 @@ def train_with_ray(
         if on_rollouts is not None:
             on_rollouts(count[0], rollouts)
         count[0] += 1
-        state, update_metrics = _update(learner, state, _batch(rollouts))
-        return state, _train_metrics(update_metrics, _episodes(rollouts))
+        state, update_metrics = jitted_update(learner, state, _batch(rollouts))
+        return state, train_metrics(update_metrics, _episodes(rollouts))
 
     learner_state, metrics = _run(
         pool, learner.agent, learner_state, num_updates=num_updates, max_lag=max_lag, update=update
@@ -714,7 +708,7 @@ def train_with_ray_gradients(
             for name in gradients[0].terms
         }
         state, update_metrics = _apply(learner, state, reduce_gradients(gradients, state.params, reduce), loss, terms)
-        return state, _train_metrics(update_metrics, _episodes(gradients))
+        return state, train_metrics(update_metrics, _episodes(gradients))
 
     state, metrics = _run(pool, learner.agent, state, num_updates=num_updates, max_lag=max_lag, update=update)
     return HostTrainResult(state, metrics)
