@@ -16,7 +16,7 @@ import optax
 import pytest
 
 import podrace as pr
-from podrace.executors.host import GymnasiumCollector
+from podrace.executors.host import GymnasiumCollector, evaluate_on_host
 
 from . import helpers
 
@@ -272,7 +272,7 @@ def _ppo_through_ray_actors(seed: int) -> tuple[float, float]:
     returns = np.asarray(result.metrics.episode_return_sum)
     counts = np.asarray(result.metrics.episodes_completed)
     early = returns[:20].sum() / counts[:20].sum()
-    evaluation = pr.evaluate(
+    evaluation = evaluate_on_host(
         gymnasium.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"),
         learner.network_with(result.state.params),
         pr.policies.Categorical(),

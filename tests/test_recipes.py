@@ -104,7 +104,7 @@ def test_cleanrl_dqn_recipe_builds_its_dqn():
     assert isinstance(learner, pr.learners.DQNLearner)
     assert (member.num_envs, member.rollout_length) == (1, settings.train_frequency)
     assert learner.target_update_period * settings.train_frequency == settings.target_network_frequency
-    assert (learner.buffer_size, learner.batch_size, learner.min_replay_size) == (10_000, 128, 10_000)
+    assert (learner.replay.buffer_size, learner.batch_size, learner.min_replay_size) == (10_000, 128, 10_000)
     epsilon = learner.epsilon
     assert callable(epsilon)
     np.testing.assert_allclose(

@@ -10,7 +10,7 @@ import pytest
 
 import podrace as pr
 from podrace.executors.actor import RlplayActor
-from podrace.executors.host import GymnasiumCollector
+from podrace.executors.host import GymnasiumCollector, evaluate_on_host
 
 from . import helpers
 
@@ -240,7 +240,7 @@ def test_host_collector_keeps_the_carry_of_each_rollout(previous_action_reward):
         np.testing.assert_array_equal(observed.action[1:], np.where(first_steps, 0, second.policy_step.action))
         np.testing.assert_array_equal(observed.reward, np.where(timestep.is_first, 0.0, timestep.reward))
         assert first_steps.any() and np.all(observed.reward[1:][~first_steps] == 1.0)
-        returns = pr.evaluate(
+        returns = evaluate_on_host(
             envs, network, pr.policies.Categorical(), num_episodes=3, key=jax.random.key(0), max_steps=20
         )
         assert np.all(np.asarray(returns.returns) > 0)

@@ -8,6 +8,7 @@ from .learner import (
     as_transitions as as_transitions,
     shuffled_minibatches as shuffled_minibatches,
 )
+from .replay import SequenceReplay as SequenceReplay
 
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "DQNState",
     "Learner",
     "LearnerState",
+    "SequenceReplay",
     "shuffled_minibatches",
 ]

@@ -16,15 +16,7 @@ from ..networks import AbstractNetwork
 from ..policies import EpsilonGreedy
 from ..results import UpdateMetrics
 from .learner import AbstractLearner, gradient_step
-
-
-def _flashbax():
-    """flashbax's trajectory buffer (the `replay` extra)."""
-    try:
-        from flashbax.buffers import trajectory_buffer
-    except ImportError as error:
-        raise ImportError("DQNLearner keeps its replay in flashbax: pip install 'podrace[replay]'.") from error
-    return trajectory_buffer
+from .replay import SequenceReplay
 
 
 @final
@@ -36,8 +28,7 @@ class DQNState(eqx.Module):
     - `params`: the online network's trainable arrays.
     - `target_params`: the target network's.
     - `opt_state`: the optax state.
-    - `replay`: the replay buffer (a flashbax trajectory buffer state): one row per
-        environment, each a ring buffer of its time steps and the actions taken there.
+    - `replay`: the replay buffer's state (see [`podrace.learners.SequenceReplay`][]).
     - `num_updates`: how many rollouts have been learnt from.
     - `num_gradient_steps`: how many gradient steps have been taken.
     - `num_transitions`: how many environment transitions were added, over all devices
@@ -59,9 +50,9 @@ class DQNState(eqx.Module):
 class DQNLearner(AbstractLearner[DQNState]):
     """Deep Q-learning: acts epsilon-greedily, stores experience, learns from replayed sequences.
 
-    Each update adds the rollout to a replay buffer held in the learner state (on the
-    device, one row per environment, so that each device keeps its own environments'
-    experience), then, once the buffer holds `min_replay_size` transitions, takes
+    Each update adds the rollout to a [`podrace.learners.SequenceReplay`][] held in the
+    learner state (on the device, each device keeping its own environments'
+    experience), then, once `min_replay_size` transitions have been added, takes
     `gradient_steps` steps on minibatches of `batch_size` sequences of
     `sequence_length` time steps sampled uniformly. The loss is any Q-value loss that
     bootstraps from a target network, e.g. [`podrace.losses.QLearningLoss`][] (one
@@ -88,6 +79,8 @@ class DQNLearner(AbstractLearner[DQNState]):
     - `batch_size`: sequences per gradient step, per device.
     - `sequence_length`: time steps per sampled sequence (2 for one-step targets,
         `n + 1` for n-step targets).
+
+    The replay part is the field `replay`, built from `buffer_size` and `sequence_length`.
     - `min_replay_size`: transitions to collect before learning starts.
     - `gradient_steps`: gradient steps per update (per rollout).
     - `target_update_period`: gradient steps between target updates.
@@ -99,9 +92,8 @@ class DQNLearner(AbstractLearner[DQNState]):
     loss: AbstractQLoss  # pyright: ignore[reportIncompatibleVariableOverride]
     optimizer: optax.GradientTransformation
     epsilon: optax.Schedule | Float[Array, ""]
-    buffer_size: int = eqx.field(static=True)
+    replay: SequenceReplay
     batch_size: int = eqx.field(static=True)
-    sequence_length: int = eqx.field(static=True)
     min_replay_size: int = eqx.field(static=True)
     gradient_steps: int = eqx.field(static=True)
     target_update_period: int = eqx.field(static=True)
@@ -134,9 +126,8 @@ class DQNLearner(AbstractLearner[DQNState]):
         self.loss = loss  # pyright: ignore[reportIncompatibleVariableOverride]
         self.optimizer = optimizer
         self.epsilon = epsilon if callable(epsilon) else jnp.asarray(epsilon, jnp.float32)
-        self.buffer_size = buffer_size
+        self.replay = SequenceReplay(buffer_size, sequence_length)
         self.batch_size = batch_size
-        self.sequence_length = sequence_length
         self.min_replay_size = min_replay_size
         self.gradient_steps = gradient_steps
         self.target_update_period = target_update_period
@@ -144,16 +135,13 @@ class DQNLearner(AbstractLearner[DQNState]):
         self.check_nans = check_nans
 
     def __check_init__(self):
-        for name in ("buffer_size", "batch_size", "min_replay_size", "gradient_steps", "target_update_period"):
+        for name in ("batch_size", "min_replay_size", "gradient_steps", "target_update_period"):
             check_positive_int("DQNLearner", name, getattr(self, name))
-        if not isinstance(self.sequence_length, int) or self.sequence_length < 2:
-            raise ValueError(f"DQNLearner: sequence_length must be an integer >= 2, got {self.sequence_length!r}.")
         check_in_unit_interval("DQNLearner", "tau", self.tau)
         if not callable(self.epsilon):
             check_in_unit_interval("DQNLearner", "epsilon", self.epsilon)
         if jax.tree.leaves(self.network.initial_carry()):
             raise ValueError("DQNLearner replays feed-forward networks only; this network has a recurrent carry.")
-        _flashbax()
 
     @property
     def policy(self) -> EpsilonGreedy:  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -171,25 +159,14 @@ class DQNLearner(AbstractLearner[DQNState]):
         - `key`: the randomness of replay sampling.
         - `timestep`: the first time steps of all environments (leading axis `B`).
         """
-        num_envs = timestep.reward.shape[0]
-        capacity = self.buffer_size // num_envs
-        if capacity < self.sequence_length:
-            raise ValueError(
-                f"DQNLearner: buffer_size={self.buffer_size} over {num_envs} environments leaves "
-                f"{capacity} steps per environment, fewer than sequence_length={self.sequence_length}."
-            )
         step_shape = jax.eval_shape(
             lambda: Agent(self.network, EpsilonGreedy(jnp.zeros(())))(
                 jax.tree.map(lambda x: x[0], timestep.observation), (), jax.random.key(0)
             )[0]
         )
-        example = (
-            jax.tree.map(lambda x: x[0], timestep),
-            jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), step_shape),
-        )
+        replay = self.replay.init(timestep, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), step_shape))
         params = eqx.filter(self.network, eqx.is_inexact_array)
         zero = jnp.asarray(0, jnp.int32)
-        replay = _flashbax().init(example, add_batch_size=num_envs, max_length_time_axis=capacity)
         return DQNState(params, params, self.optimizer.init(params), replay, zero, zero, zero, key)
 
     def network_at(self, state: DQNState) -> AbstractNetwork:
@@ -201,31 +178,21 @@ class DQNLearner(AbstractLearner[DQNState]):
 
     def device_local(self, state: DQNState) -> PyTree[bool]:
         replicated = jax.tree.map(lambda _: False, state)
-        return eqx.tree_at(lambda s: s.replay.experience, replicated, replace=True)
+        return eqx.tree_at(lambda s: s.replay, replicated, self.replay.device_local(state.replay))
 
     def update(
         self, state: DQNState, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[DQNState, UpdateMetrics]:
-        buffer = _flashbax()
         num_steps, num_envs = trajectory.timestep.reward.shape
         num_steps -= 1
         num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
-        # Row per environment: time step t and the action taken there (the last time
-        # step's action comes with the next rollout, whose first time step it is).
-        steps = jax.tree.map(
-            lambda x: jnp.swapaxes(x, 0, 1),
-            (jax.tree.map(lambda x: x[:-1], trajectory.timestep), trajectory.policy_step),
-        )
-        replay = buffer.add(state.replay, steps)
+        replay = self.replay.add(state.replay, trajectory)
         num_transitions = state.num_transitions + num_steps * num_envs * num_devices
         state = eqx.tree_at(lambda s: (s.replay, s.num_transitions), state, (replay, num_transitions))
 
         def learn(state: DQNState) -> tuple[DQNState, UpdateMetrics]:
             def step(state: DQNState, key: PRNGKeyArray):
-                with jax.numpy_rank_promotion("allow"):  # flashbax broadcasts implicitly
-                    sample = buffer.sample(state.replay, key, self.batch_size, self.sequence_length, 1).experience
-                timestep, policy_step = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), sample)
-                sequences = Trajectory(timestep, jax.tree.map(lambda x: x[:-1], policy_step), ())
+                sequences = self.replay.sample(state.replay, key, self.batch_size)
                 target_network = self.network_with(state.target_params)
 
                 def objective(params):
@@ -261,6 +228,6 @@ class DQNLearner(AbstractLearner[DQNState]):
             metrics = jax.eval_shape(learn, state)[1]
             return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
 
-        ready = buffer.can_sample(state.replay, self.sequence_length) & (num_transitions >= self.min_replay_size)
+        ready = self.replay.ready(state.replay) & (num_transitions >= self.min_replay_size)
         state, metrics = jax.lax.cond(ready, learn, wait, state)
         return eqx.tree_at(lambda s: s.num_updates, state, state.num_updates + 1), metrics

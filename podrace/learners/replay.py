@@ -1,0 +1,101 @@
+"""Replay on the device: the part every off-policy learner stores its experience in."""
+
+from typing import Any, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, PRNGKeyArray, PyTree
+
+from .._types import PolicyStep, TimeStep, Trajectory
+from .._validation import check_positive_int
+
+
+def _flashbax() -> Any:
+    """flashbax's trajectory buffer (the `replay` extra)."""
+    try:
+        from flashbax.buffers import trajectory_buffer
+    except ImportError as error:
+        raise ImportError("Replay is kept in flashbax: pip install 'podrace[replay]'.") from error
+    return trajectory_buffer
+
+
+@final
+class SequenceReplay(eqx.Module):
+    """Uniform replay of sequences of consecutive time steps, held on the device.
+
+    One ring buffer per environment (flashbax's trajectory buffer), each holding
+    `buffer_size // B` of its time steps with the action taken there. A batch of
+    environments split over devices keeps each device's experience on that device:
+    the buffer's arrays are device-local (see `device_local`). Sampled sequences may
+    cross episode boundaries; a loss cuts its targets at `is_first`, as it does on
+    rollouts.
+
+    Reference: Lin, "Self-improving reactive agents based on reinforcement learning,
+    planning and teaching", Machine Learning 8, 1992; Toledo et al., "Flashbax:
+    Streamlining Experience Replay Buffers for Reinforcement Learning with JAX", 2023.
+
+    **Arguments:**
+
+    - `buffer_size`: how many time steps the buffer holds, over all environments and devices.
+    - `sequence_length`: time steps per sampled sequence (2 for one-step targets,
+        `n + 1` for n-step targets).
+    """
+
+    buffer_size: int = eqx.field(static=True)
+    sequence_length: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        check_positive_int("SequenceReplay", "buffer_size", self.buffer_size)
+        if not isinstance(self.sequence_length, int) or self.sequence_length < 2:
+            raise ValueError(f"SequenceReplay: sequence_length must be an integer >= 2, got {self.sequence_length!r}.")
+        _flashbax()
+
+    def init(self, timestep: TimeStep, policy_step: PolicyStep) -> PyTree[Array]:
+        """An empty buffer for the environments of `timestep`.
+
+        **Arguments:**
+
+        - `timestep`: the first time steps of all environments (leading axis `B`, this
+            device's share under `shard_map`).
+        - `policy_step`: an example of one environment's policy step (shapes and dtypes).
+
+        **Raises:**
+
+        `ValueError` if an environment's share of `buffer_size` is shorter than a sequence.
+        """
+        num_envs = timestep.reward.shape[0]
+        capacity = self.buffer_size // num_envs
+        if capacity < self.sequence_length:
+            raise ValueError(
+                f"SequenceReplay: buffer_size={self.buffer_size} over {num_envs} environments leaves "
+                f"{capacity} steps per environment, fewer than sequence_length={self.sequence_length}."
+            )
+        example = (jax.tree.map(lambda x: x[0], timestep), policy_step)
+        return _flashbax().init(example, add_batch_size=num_envs, max_length_time_axis=capacity)
+
+    def add(self, state: PyTree[Array], trajectory: Trajectory) -> PyTree[Array]:
+        """The buffer with the rollout's time steps `0..T-1` and their actions added.
+
+        The rollout's last time step is the next rollout's first, so it is added with
+        the action taken there, by the next call.
+        """
+        steps = (jax.tree.map(lambda x: x[:-1], trajectory.timestep), trajectory.policy_step)
+        return _flashbax().add(state, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), steps))
+
+    def ready(self, state: PyTree[Array]) -> Bool[Array, ""]:
+        """Whether a sequence can be sampled."""
+        return _flashbax().can_sample(state, self.sequence_length)
+
+    def sample(self, state: PyTree[Array], key: PRNGKeyArray, batch_size: int) -> Trajectory:
+        """`batch_size` sequences drawn uniformly, as a batch of trajectories `[L, batch_size]`
+        (no recurrent carry); the action after a sequence's last time step is dropped."""
+        with jax.numpy_rank_promotion("allow"):  # flashbax broadcasts implicitly
+            sample = _flashbax().sample(state, key, batch_size, self.sequence_length, 1).experience
+        timestep, policy_step = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), sample)
+        return Trajectory(timestep, jax.tree.map(lambda x: x[:-1], policy_step), ())
+
+    def device_local(self, state: PyTree[Array]) -> PyTree[bool]:
+        """Which leaves of `state` each device keeps for itself: the stored experience."""
+        replicated = jax.tree.map(lambda _: False, state)
+        return eqx.tree_at(lambda s: s.experience, replicated, replace=True)
