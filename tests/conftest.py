@@ -61,12 +61,23 @@ def _start_multidevice_runs(config: pytest.Config) -> helpers.MultideviceRuns:
     return runs
 
 
+# The longest tests of the slow session (`--durations`), longest first.
+SLOWEST = (
+    "test_ppo_learns_cartpole_through_ray_actors",
+    "test_solves_cartpole[dqn]",
+    "test_the_podracer_papers_td_lambda_agent_solves_catch",
+    "test_recurrent_ppo_solves_memory_chain_through_the_rlplay_actor",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The tests of the multi-device runs wait for their subprocesses: they come last, so
     # that the runs overlap with every other test, or first under `pytest -n N --dist
     # loadfile`, where one worker takes their module (test_device_matrix.py) and starts
     # the runs, and the other workers take the other modules meanwhile.
-    items.sort(key=lambda item: _reads_multidevice_runs(item) != IN_XDIST_WORKER)
+    # The slow session's longest tests start first, so that its workers end together.
+    rank = {name: index for index, name in enumerate(SLOWEST)}
+    items.sort(key=lambda item: (_reads_multidevice_runs(item) != IN_XDIST_WORKER, rank.get(item.name, len(SLOWEST))))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
