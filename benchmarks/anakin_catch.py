@@ -361,7 +361,9 @@ def make_handwritten(batch: int, rollout: int, iterations: int, seed: int) -> tu
 
 def params_as_dict(pipeline: podrace.Anakin, params) -> dict[str, jax.Array]:
     """podrace's network parameters as the hand-written dict (same `[out, in]` layout)."""
-    network = pipeline.learner.network_with(params)
+    learner = pipeline.learner
+    assert isinstance(learner, podrace.Learner)
+    network = learner.network_with(params)
     hidden, head = network.torso.layers[0], network.head.linear  # pyright: ignore[reportAttributeAccessIssue]
     return {"w1": hidden.weight, "b1": hidden.bias, "w2": head.weight, "b2": head.bias}
 

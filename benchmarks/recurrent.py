@@ -346,7 +346,9 @@ def make_handwritten(batch: int, rollout: int, iterations: int, seed: int) -> tu
 
 def params_as_dict(pipeline: podrace.Anakin, params) -> dict[str, jax.Array]:
     """podrace's recurrent network's parameters as the hand-written dict (same layouts)."""
-    network: Any = pipeline.learner.network_with(params)
+    learner = pipeline.learner
+    assert isinstance(learner, podrace.Learner)
+    network: Any = learner.network_with(params)
     torso, cell, head = network.torso.layers[0], network.core.cell, network.head
     return {
         "torso_w": torso.weight,

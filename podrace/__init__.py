@@ -29,7 +29,7 @@ from ._types import (
     Trajectory as Trajectory,
 )
 from ._version import __version__ as __version__
-from .agent import Agent as Agent
+from .agent import AbstractAgent as AbstractAgent, Agent as Agent
 from .compilation import enable_compilation_cache as enable_compilation_cache
 from .executors.anakin import Anakin as Anakin, AnakinState as AnakinState, TrainResult as TrainResult
 from .executors.evaluation import (

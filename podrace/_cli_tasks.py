@@ -21,7 +21,7 @@ from .envs import AbstractEnv, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_
 from .executors.anakin import Anakin
 from .executors.population import Population
 from .learners import AbstractLearner, DQNLearner, Learner
-from .losses import A2CLoss, PPOLoss, QLearningLoss, ReinforceLoss, TDLambdaQLoss, VTraceLoss
+from .losses import A2CLoss, AbstractLoss, PPOLoss, QLearningLoss, ReinforceLoss, TDLambdaQLoss, VTraceLoss
 from .networks import (
     AbstractHead,
     AbstractNetwork,
@@ -50,9 +50,6 @@ BUILT_IN_ENVS: dict[str, Callable[[], AbstractEnv]] = {
 
 GYMNAX_PREFIX, GYMNASIUM_PREFIX = "gymnax:", "gymnasium:"
 
-Q_VALUE_ALGORITHMS = ("td-lambda", "q-learning", "dqn")
-POLICY_GRADIENT_ALGORITHMS = ("reinforce", "a2c", "ppo", "vtrace")
-ALGORITHMS = Q_VALUE_ALGORITHMS + POLICY_GRADIENT_ALGORITHMS
 CORES = ("gru", "lstm")
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
@@ -227,31 +224,17 @@ THRESHOLDS = {"catch": 0.9, "cartpole": 450.0, "pendulum": -300.0, "repeat-first
 """The mean evaluation return that counts as solved, for the environments with tuned defaults."""
 
 
-_USED_BY = {
-    "core_size": lambda s: s.core is not None,
-    "separate_critic": lambda s: s.algo in POLICY_GRADIENT_ALGORITHMS,
-    "lambda_": lambda s: s.algo in ("td-lambda", "a2c", "ppo", "vtrace"),
-    "value_coefficient": lambda s: s.algo in POLICY_GRADIENT_ALGORITHMS,
-    "entropy_coefficient": lambda s: s.algo in POLICY_GRADIENT_ALGORITHMS,
-    "normalize_advantages": lambda s: s.algo == "ppo",
-    "baseline": lambda s: s.algo == "reinforce",
-    "num_epochs": lambda s: s.algo == "ppo",
-    "num_minibatches": lambda s: s.algo == "ppo",
-    "epsilon": lambda s: s.algo in Q_VALUE_ALGORITHMS,
-    "double": lambda s: s.algo in ("q-learning", "dqn"),
-    **dict.fromkeys(
-        ("epsilon_decay_steps", "buffer_size", "batch_size", "min_replay_size", "target_update_period"),
-        lambda s: s.algo == "dqn",
-    ),
-}
-
-
 def used_settings(settings: Settings) -> dict[str, Any]:
-    """The settings that the run's algorithm and network read, by name."""
+    """The settings that the run's algorithm and network read, by name: the generic ones
+    and the algorithm's own (see `Algorithm.reads`)."""
+    own = ALGORITHMS[settings.algo].reads
+    claimed = {name for algorithm in ALGORITHMS.values() for name in algorithm.reads}
     return {
         name: value
         for name, value in vars(settings).items()
-        if name not in ("env", "algo") and _USED_BY.get(name, lambda _: True)(settings)
+        if name not in ("env", "algo")
+        and (name not in claimed or name in own)
+        and (name != "core_size" or settings.core is not None)
     }
 
 
@@ -274,15 +257,10 @@ def env_names_help() -> str:
     return f"choose from {', '.join(BUILT_IN_ENVS)}, {GYMNAX_PREFIX}ID (any gymnax id) or {GYMNASIUM_PREFIX}ID"
 
 
-def _passes(settings: Settings) -> tuple[int, int]:
-    """Epochs and minibatches per update: PPO's own, one pass of the whole batch otherwise."""
-    return (settings.num_epochs, settings.num_minibatches) if settings.algo == "ppo" else (1, 1)
-
-
 def _optimizer(settings: Settings) -> optax.GradientTransformation:
     learning_rate: float | optax.Schedule = settings.learning_rate
     if settings.anneal_learning_rate:  # linearly to 0 over the run's gradient steps
-        num_epochs, num_minibatches = _passes(settings)
+        num_epochs, num_minibatches = ALGORITHMS[settings.algo].passes(settings)
         gradient_steps = settings.num_updates * num_epochs * num_minibatches
         learning_rate = optax.linear_schedule(settings.learning_rate, 0.0, gradient_steps)
     adam = optax.adam(learning_rate)
@@ -291,52 +269,124 @@ def _optimizer(settings: Settings) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(settings.max_grad_norm), adam)
 
 
-def _loss(settings: Settings):
-    s = settings
-    match s.algo:
-        case "td-lambda":
-            return TDLambdaQLoss(discount=s.discount, lambda_=s.lambda_)
-        case "q-learning" | "dqn":
-            return QLearningLoss(discount=s.discount, double=s.double)
-        case "reinforce":
-            return ReinforceLoss(
-                discount=s.discount,
-                baseline=s.baseline,
-                value_coefficient=s.value_coefficient,
-                entropy_coefficient=s.entropy_coefficient,
-            )
-        case "a2c":
-            return A2CLoss(
-                discount=s.discount,
-                lambda_=s.lambda_,
-                value_coefficient=s.value_coefficient,
-                entropy_coefficient=s.entropy_coefficient,
-            )
-        case "ppo":
-            return PPOLoss(
-                discount=s.discount,
-                lambda_=s.lambda_,
-                value_coefficient=s.value_coefficient,
-                entropy_coefficient=s.entropy_coefficient,
-                normalize_advantages=s.normalize_advantages,
-            )
-        case "vtrace":
-            return VTraceLoss(
-                discount=s.discount,
-                lambda_=s.lambda_,
-                value_coefficient=s.value_coefficient,
-                entropy_coefficient=s.entropy_coefficient,
-            )
-    raise ValueError(f"Unknown algorithm {s.algo!r}: choose from {', '.join(ALGORITHMS)}.")
+def _one_pass(settings: Settings) -> tuple[int, int]:
+    del settings
+    return 1, 1
+
+
+def _on_policy_learner(settings: Settings, network: AbstractNetwork, action_space: Any) -> AbstractLearner:
+    num_epochs, num_minibatches = ALGORITHMS[settings.algo].passes(settings)
+    return Learner(
+        network,
+        training_policy(settings, action_space),
+        ALGORITHMS[settings.algo].loss(settings),
+        _optimizer(settings),
+        num_epochs=num_epochs,
+        num_minibatches=num_minibatches,
+    )
+
+
+def _dqn_learner(settings: Settings, network: AbstractNetwork, action_space: Any) -> AbstractLearner:
+    del action_space
+    return DQNLearner(
+        network,
+        ALGORITHMS[settings.algo].loss(settings),
+        _optimizer(settings),
+        epsilon=optax.linear_schedule(1.0, settings.epsilon, settings.epsilon_decay_steps),
+        buffer_size=settings.buffer_size,
+        batch_size=settings.batch_size,
+        min_replay_size=settings.min_replay_size,
+        target_update_period=settings.target_update_period,
+    )
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """One algorithm of `podrace train ENV ALGO`: all that the command line knows of it.
+
+    - `learns_q_values`: a Q-value head (discrete actions), acting greedily when
+        evaluated; otherwise a policy head with a value output, evaluated at its mode.
+    - `reads`: the settings of its own (the others are the network's and the optimiser's).
+    - `loss`: its loss, from the settings.
+    - `passes`: epochs and minibatches per update.
+    - `learner`: its learner, from the settings, the network and the action space.
+    """
+
+    learns_q_values: bool
+    reads: tuple[str, ...]
+    loss: Callable[[Settings], AbstractLoss]
+    passes: Callable[[Settings], tuple[int, int]] = _one_pass
+    learner: Callable[[Settings, AbstractNetwork, Any], AbstractLearner] = _on_policy_learner
+
+
+_POLICY_GRADIENT = ("separate_critic", "value_coefficient", "entropy_coefficient")
+_REPLAY = ("epsilon_decay_steps", "buffer_size", "batch_size", "min_replay_size", "target_update_period")
+ALGORITHMS: dict[str, Algorithm] = {
+    "td-lambda": Algorithm(
+        True, ("lambda_", "epsilon"), lambda s: TDLambdaQLoss(discount=s.discount, lambda_=s.lambda_)
+    ),
+    "q-learning": Algorithm(True, ("epsilon", "double"), lambda s: QLearningLoss(discount=s.discount, double=s.double)),
+    "dqn": Algorithm(
+        True,
+        ("epsilon", "double", *_REPLAY),
+        lambda s: QLearningLoss(discount=s.discount, double=s.double),
+        learner=_dqn_learner,
+    ),
+    "reinforce": Algorithm(
+        False,
+        (*_POLICY_GRADIENT, "baseline"),
+        lambda s: ReinforceLoss(
+            discount=s.discount,
+            baseline=s.baseline,
+            value_coefficient=s.value_coefficient,
+            entropy_coefficient=s.entropy_coefficient,
+        ),
+    ),
+    "a2c": Algorithm(
+        False,
+        (*_POLICY_GRADIENT, "lambda_"),
+        lambda s: A2CLoss(
+            discount=s.discount,
+            lambda_=s.lambda_,
+            value_coefficient=s.value_coefficient,
+            entropy_coefficient=s.entropy_coefficient,
+        ),
+    ),
+    "ppo": Algorithm(
+        False,
+        (*_POLICY_GRADIENT, "lambda_", "normalize_advantages", "num_epochs", "num_minibatches"),
+        lambda s: PPOLoss(
+            discount=s.discount,
+            lambda_=s.lambda_,
+            value_coefficient=s.value_coefficient,
+            entropy_coefficient=s.entropy_coefficient,
+            normalize_advantages=s.normalize_advantages,
+        ),
+        passes=lambda s: (s.num_epochs, s.num_minibatches),
+    ),
+    "vtrace": Algorithm(
+        False,
+        (*_POLICY_GRADIENT, "lambda_"),
+        lambda s: VTraceLoss(
+            discount=s.discount,
+            lambda_=s.lambda_,
+            value_coefficient=s.value_coefficient,
+            entropy_coefficient=s.entropy_coefficient,
+        ),
+    ),
+}
+"""The algorithms by name: adding one is adding a row."""
 
 
 def _head(settings: Settings, action_space, in_size: int, *, with_value: bool, key) -> AbstractHead[Any]:
-    if settings.algo in Q_VALUE_ALGORITHMS:
+    if ALGORITHMS[settings.algo].learns_q_values:
         if not isinstance(action_space, Discrete):
+            policy_gradient = [name for name, algorithm in ALGORITHMS.items() if not algorithm.learns_q_values]
             raise ValueError(
                 f"{settings.algo} learns Q-values of discrete actions; {settings.env}'s actions are "
                 f"{type(action_space).__name__} of shape {action_space.shape}. Use one of "
-                f"{', '.join(POLICY_GRADIENT_ALGORITHMS)}."
+                f"{', '.join(policy_gradient)}."
             )
         return QValueHead(in_size, action_space.num_values, key=key)
     if isinstance(action_space, Discrete):
@@ -366,7 +416,7 @@ def make_network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], ke
         core = core_type(features, settings.core_size, key=core_key)
         head = _head(settings, action_space, settings.core_size, with_value=True, key=head_key)
         return RecurrentNetwork(torso, core, head)
-    if settings.separate_critic and settings.algo in POLICY_GRADIENT_ALGORITHMS:
+    if settings.separate_critic and not ALGORITHMS[settings.algo].learns_q_values:
         critic = MLPTorso(observation_shape, settings.hidden, activation=activation, key=critic_key)
         head = _head(settings, action_space, features, with_value=False, key=head_key)
         return ActorCriticNetwork(torso, head, critic, ValueHead(features, key=value_key))
@@ -375,39 +425,19 @@ def make_network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], ke
 
 def training_policy(settings: Settings, action_space) -> AbstractPolicy:
     """The behaviour policy: epsilon-greedy over Q-values, sampling from a policy head."""
-    if settings.algo in Q_VALUE_ALGORITHMS:
-        return Greedy() if settings.epsilon == 0 or settings.algo == "dqn" else EpsilonGreedy(settings.epsilon)
+    if ALGORITHMS[settings.algo].learns_q_values:
+        return Greedy() if settings.epsilon == 0 else EpsilonGreedy(settings.epsilon)
     return Categorical() if isinstance(action_space, Discrete) else Gaussian()
 
 
 def evaluation_policy(settings: Settings) -> AbstractPolicy:
     """The deterministic policy a trained agent is evaluated with."""
-    return Greedy() if settings.algo in Q_VALUE_ALGORITHMS else Mode()
+    return Greedy() if ALGORITHMS[settings.algo].learns_q_values else Mode()
 
 
 def make_learner(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractLearner:
     """The learner of a run, its network drawn from `key`."""
-    network = make_network(settings, env_spaces, key)
-    if settings.algo == "dqn":
-        return DQNLearner(
-            network,
-            _loss(settings),
-            _optimizer(settings),
-            epsilon=optax.linear_schedule(1.0, settings.epsilon, settings.epsilon_decay_steps),
-            buffer_size=settings.buffer_size,
-            batch_size=settings.batch_size,
-            min_replay_size=settings.min_replay_size,
-            target_update_period=settings.target_update_period,
-        )
-    num_epochs, num_minibatches = _passes(settings)
-    return Learner(
-        network,
-        training_policy(settings, env_spaces[0]),
-        _loss(settings),
-        _optimizer(settings),
-        num_epochs=num_epochs,
-        num_minibatches=num_minibatches,
-    )
+    return ALGORITHMS[settings.algo].learner(settings, make_network(settings, env_spaces, key), env_spaces[0])
 
 
 def env_spaces(env: AbstractEnv) -> tuple[Any, tuple[int, ...]]:

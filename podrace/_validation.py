@@ -96,12 +96,12 @@ def check_reads(network, part, *, role: str) -> None:
 
 
 def network_observation_spec(
-    network, action_space: AbstractSpace, observation: jax.ShapeDtypeStruct
+    reader, action_space: AbstractSpace, observation: jax.ShapeDtypeStruct
 ) -> PyTree[jax.ShapeDtypeStruct]:
-    """The observations a network gets from an environment's `observation`: with the
-    previous action and reward if it reads them (as [`podrace.envs.PreviousActionReward`][]
-    adds them)."""
-    if not network.reads_previous_action_reward:
+    """The observations a network (or an agent) gets from an environment's `observation`:
+    with the previous action and reward if it reads them (as
+    [`podrace.envs.PreviousActionReward`][] adds them)."""
+    if not reader.reads_previous_action_reward:
         return observation
     return jax.eval_shape(
         lambda observation: ObservationActionReward(observation, action_space.zeros(), jnp.zeros((), jnp.float32)),
@@ -180,23 +180,26 @@ def check_agent_fits(
         ) from error
 
 
-def check_learner_fits(
-    learner, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
+def check_parts_fit(
+    network,
+    policy,
+    loss,
+    action_space: AbstractSpace,
+    observation: PyTree[jax.ShapeDtypeStruct],
+    *,
+    env_name: str,
 ) -> None:
-    """Raises `ValueError`, naming the parts and the fix, when a learner cannot learn in an env.
+    """Raises `ValueError`, naming the parts and the fix, when a learner's parts cannot learn in an env.
 
-    Its network and policy must act in the env (as `check_agent_fits` checks), its loss
-    must find what it needs in the network's outputs (a value head, say) and it must
-    accept `num_envs` environments per device (minibatches that divide them).
+    The network and policy must act in the env (as `check_agent_fits` checks), and the
+    loss must find what it needs in the network's outputs (a value head, say).
 
     **Arguments:**
 
-    - `learner`: a [`podrace.learners.AbstractLearner`][].
+    - `network`, `policy`, `loss`: the learner's parts.
     - `action_space`: the environment's action space.
     - `observation`: the shape and dtype of one observation.
-    - `num_envs`: the environments per device it will learn from.
     - `env_name`: how to name the environment in messages.
     """
-    output = check_agent_fits(learner.network, learner.policy, action_space, observation, env_name=env_name)
-    learner.loss.check_output(output)
-    learner.check_num_envs(num_envs)
+    output = check_agent_fits(network, policy, action_space, observation, env_name=env_name)
+    loss.check_output(output)

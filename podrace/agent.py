@@ -1,5 +1,6 @@
-"""The agent: a network and the policy that acts on its outputs."""
+"""Agents: what acts. [`podrace.Agent`][] is a network and the policy over its outputs."""
 
+import abc
 from typing import final
 
 import equinox as eqx
@@ -12,8 +13,49 @@ from .networks import AbstractNetwork
 from .policies import AbstractPolicy
 
 
+class AbstractAgent(eqx.Module):
+    """What acts in an environment: chooses an action for one observation, carrying a
+    recurrent state between steps.
+
+    Executors use only this: the rollout, the host collectors and the Ray actors act
+    with any agent. [`podrace.Agent`][] acts by a policy over a network's outputs; an
+    agent that acts otherwise (by search over a learnt model, say) is another member.
+    """
+
+    @abc.abstractmethod
+    def __call__(
+        self, observation: PyTree[Array], carry: PyTree[Array], key: PRNGKeyArray
+    ) -> tuple[PolicyStep, PyTree[Array]]:
+        """Chooses an action for one observation (unbatched; `vmap` it over envs).
+
+        **Arguments:**
+
+        - `observation`: one observation.
+        - `carry`: the recurrent state (reset by the caller where `is_first`).
+        - `key`: the randomness of acting.
+
+        **Returns:**
+
+        The policy step and the next carry.
+        """
+
+    @abc.abstractmethod
+    def initial_carry(self) -> PyTree[Array]:
+        """The recurrent state an episode starts from (empty for a feed-forward agent)."""
+
+    @abc.abstractmethod
+    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
+        """`carry`, or the initial carry where `is_first` (one environment's)."""
+
+    @property
+    @abc.abstractmethod
+    def reads_previous_action_reward(self) -> bool:
+        """Whether its observations carry the previous action and reward
+        ([`podrace.ObservationActionReward`][])."""
+
+
 @final
-class Agent(eqx.Module):
+class Agent(AbstractAgent):
     """A network and the policy over its outputs: what acts, and what losses differentiate.
 
     Rollouts and host collectors act with it; losses read the network's outputs along
@@ -46,6 +88,16 @@ class Agent(eqx.Module):
         """
         output, carry = self.network(observation, carry)
         return self.policy(output, key), carry
+
+    def initial_carry(self) -> PyTree[Array]:
+        return self.network.initial_carry()
+
+    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
+        return self.network.reset_carry(carry, is_first)
+
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        return self.network.reads_previous_action_reward
 
     def outputs(self, trajectory: Trajectory) -> AbstractNetworkOutput:
         """The network's outputs at time steps `0..T` of one trajectory `[T + 1]`.

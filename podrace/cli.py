@@ -358,7 +358,7 @@ def _train(args: argparse.Namespace) -> int:
         if remaining <= 0:
             say(f"nothing to do: the run has done {start} of its {settings.num_updates} updates.")
             return 0
-        devices = getattr(pipeline, "num_devices", jax.device_count())
+        devices = pipeline.num_devices
         members = f", {settings.seeds} seeds side by side" if settings.seeds > 1 else ""
         say(
             f"{settings.env} {settings.algo} on {devices} {jax.default_backend()} device(s) in "
@@ -386,7 +386,7 @@ def _train(args: argparse.Namespace) -> int:
         say(f"frames per second: {log.frames_per_second:.3g}")
         final_return = f"{last.mean():.3f}" if last.size else "none (no episode ended)"
         say(f"mean episode reward (last {settings.updates_per_call} updates): {final_return}")
-        if isinstance(pipeline, Population):
+        if pipeline.num_members > 1:
             returns = ", ".join(f"{value:.3g}" for value in log.mean_episode_return[-1])
             say(f"by seed ({settings.seed} to {settings.seed + settings.seeds - 1}): {returns}")
         if coordinator:

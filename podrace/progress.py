@@ -11,9 +11,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .checkpoint import Checkpointer
-from .executors.anakin import Anakin
-from .executors.host import HostPipeline
-from .executors.population import Population
+from .executors.pipeline import AbstractPipeline
 from .loggers import AbstractSink, summarize
 
 
@@ -41,7 +39,7 @@ class TrainingLog:
 
 
 def train_with_progress(
-    pipeline: Anakin | Population | HostPipeline,
+    pipeline: AbstractPipeline,
     state: Any,
     *,
     num_updates: int,
@@ -65,7 +63,8 @@ def train_with_progress(
 
     **Arguments:**
 
-    - `pipeline`: the [`podrace.Anakin`][] pipeline, a [`podrace.Population`][] or a
+    - `pipeline`: any [`podrace.executors.pipeline.AbstractPipeline`][]: a
+        [`podrace.Anakin`][] pipeline, a [`podrace.Population`][] or a
         [`podrace.executors.host.HostPipeline`][].
     - `state`: its state (from `pipeline.init`).
     - `num_updates`: total updates; rounded up to whole calls.
@@ -95,13 +94,8 @@ def train_with_progress(
     if start_update < 0:
         raise ValueError(f"start_update must be non-negative, got {start_update}.")
     num_calls = -(-num_updates // updates_per_call)
-    if isinstance(pipeline, Population):
-        member = pipeline.member(0)
-        frames_per_update = member.num_envs * member.rollout_length  # of each member
-        frames_per_call = pipeline.size * frames_per_update * updates_per_call
-    else:
-        frames_per_update = pipeline.frames_per_update
-        frames_per_call = frames_per_update * updates_per_call
+    frames_per_update = pipeline.frames_per_update  # of each member
+    frames_per_call = pipeline.num_members * frames_per_update * updates_per_call
     returns, durations = [], []
     with tqdm(total=num_calls * updates_per_call, unit="update", disable=not show) as bar:
         for call in range(1, num_calls + 1):

@@ -743,7 +743,7 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
         episodes = evaluate_population(
             evaluation_env,
             population.networks(state),
-            member.learner.policy,
+            _sampling_policy(evaluation_env),
             num_episodes=published.episodes,
             key=jax.random.key(seed + 1_000_003),
         )

@@ -79,7 +79,7 @@ def _record_episode(
         # A step after the episode's last one is not part of it.
         return (state, timestep, net_carry, ended | timestep.is_last), (env.render(state), ~ended)
 
-    init = (state, timestep, agent.network.initial_carry(), jnp.asarray(False))
+    init = (state, timestep, agent.initial_carry(), jnp.asarray(False))
     _, (frames, in_episode) = jax.lax.scan(step, init, jax.random.split(key, max_steps))
     frames = jnp.concatenate([env.render(state)[None], frames])
     return frames, 1 + jnp.sum(in_episode)

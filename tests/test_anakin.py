@@ -95,6 +95,38 @@ def test_rollout_shapes_and_continuity():
     assert set(np.unique(np.asarray(ended)[is_last[1:]]).tolist()) <= {-1.0, 1.0}
 
 
+@final
+class _AlwaysAction(pr.AbstractAgent):
+    """An agent with no network: it takes one action, and counts its steps in its carry."""
+
+    action: int
+
+    def __call__(self, observation, carry, key):
+        del observation, key
+        action = jnp.asarray(self.action, jnp.int32)
+        return pr.PolicyStep(action, jnp.zeros(()), jnp.zeros(())), carry + 1
+
+    def initial_carry(self):
+        return jnp.zeros((), jnp.int32)
+
+    def reset_carry(self, carry, is_first):
+        return jnp.where(is_first, self.initial_carry(), carry)
+
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        return False
+
+
+def test_the_rollout_acts_with_any_agent():
+    pipeline = _pipeline()
+    state = pipeline.init(jax.random.key(1))
+    agent, length = _AlwaysAction(action=2), pipeline.rollout_length
+    envs = eqx.tree_at(lambda e: e.carry, state.envs, jnp.zeros(pipeline.num_envs, jnp.int32))
+    _, trajectory, _ = jax.jit(pr.executors.anakin.rollout, static_argnums=3)(pipeline.env, agent, envs, length)
+    assert np.all(np.asarray(trajectory.policy_step.action) == 2)
+    np.testing.assert_array_equal(trajectory.carry, np.zeros(pipeline.num_envs))
+
+
 def test_rollout_acts_greedily_with_the_given_parameters():
     pipeline = _pipeline()
     state = pipeline.init(jax.random.key(2))

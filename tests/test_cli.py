@@ -44,7 +44,7 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
 def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(env, algo):
     settings = tasks.default_settings(env, algo)
     continuous = env == "pendulum"
-    if continuous and algo in tasks.Q_VALUE_ALGORITHMS:
+    if continuous and tasks.ALGORITHMS[algo].learns_q_values:
         with pytest.raises(ValueError, match="learns Q-values of discrete actions"):
             tasks.make_run(settings)
     else:

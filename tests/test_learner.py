@@ -185,3 +185,21 @@ def test_learner_rejects_a_loss_for_another_network_output():
     loss = pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.9)
     with pytest.raises(ValueError, match="loss TDLambdaQLoss reads QValues but the network emits PolicyLogits"):
         pr.Learner(network, pr.policies.Categorical(), loss, optax.adam(1e-3))
+
+
+def test_a_policy_on_a_schedule_explores_on_it_with_the_on_policy_learner():
+    # Epsilon-greedy on a schedule over environment transitions, with any Q learner.
+    schedule = optax.linear_schedule(1.0, 0.1, 40)
+    network = helpers.q_network(jax.random.key(0))
+    learner = pr.Learner(
+        network, pr.policies.EpsilonGreedy(schedule), pr.losses.TDLambdaQLoss(discount=0.9, lambda_=0.8), optax.sgd(0.1)
+    )
+    state = learner.init(jax.random.key(1))
+    assert float(learner.agent(state).policy.epsilon) == 1.0
+    for num_updates in (1, 2):
+        state, _ = UPDATE(learner, state, helpers.random_trajectory(num_updates, NUM_STEPS, BATCH))
+        assert int(state.num_transitions) == num_updates * NUM_STEPS * BATCH
+        np.testing.assert_allclose(learner.agent(state).policy.epsilon, schedule(state.num_transitions), rtol=1e-6)
+    # Without a schedule, the policy acts as built.
+    fixed = pr.policies.EpsilonGreedy(0.3)
+    assert fixed.epsilon_schedule is None and fixed.at(jnp.asarray(100)) is fixed

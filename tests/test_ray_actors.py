@@ -8,6 +8,7 @@ import functools
 import logging
 import warnings
 
+import equinox as eqx
 import gymnasium
 import jax
 import jax.numpy as jnp
@@ -94,7 +95,10 @@ def test_rollouts_equal_those_of_in_process_collectors():
     learner = _learner()
     initial = learner.init(jax.random.key(0))
     moved = jax.tree.map(lambda p: p + 0.1, initial.params)
-    states = [initial, pr.LearnerState(moved, initial.opt_state, initial.num_updates, initial.key)]
+    states = [
+        initial,
+        pr.LearnerState(moved, initial.opt_state, initial.num_updates, initial.num_transitions, initial.key),
+    ]
     collectors = _in_process_collectors(learner)
     first = jax.tree.map(lambda *x: np.concatenate(x), *[collector.timestep for collector in collectors])
     with _pool(ray_actors.RayRolloutPool, learner) as pool:
@@ -215,7 +219,11 @@ def test_gradient_workers_update_as_computed_by_hand():
             grads.append(grad)
         total = jax.tree.map(lambda a, b: a + b, *grads)
         updates, opt_state = learner.optimizer.update(total, state.opt_state, state.params)
-        state = pr.LearnerState(optax.apply_updates(state.params, updates), opt_state, state.num_updates + 1, state.key)
+        state = eqx.tree_at(
+            lambda s: (s.params, s.opt_state, s.num_updates),
+            state,
+            (optax.apply_updates(state.params, updates), opt_state, state.num_updates + 1),
+        )
     helpers.assert_trees_close(summed.state.params, state.params, rtol=1e-5, atol=1e-6)
     helpers.assert_trees_close(summed.state.opt_state, state.opt_state, rtol=1e-5, atol=1e-9)
     assert int(summed.state.num_updates) == 2

@@ -105,7 +105,7 @@ def test_cleanrl_dqn_recipe_builds_its_dqn():
     assert (member.num_envs, member.rollout_length) == (1, settings.train_frequency)
     assert learner.target_update_period * settings.train_frequency == settings.target_network_frequency
     assert (learner.replay.buffer_size, learner.batch_size, learner.min_replay_size) == (10_000, 128, 10_000)
-    epsilon = learner.epsilon
+    epsilon = learner.policy.epsilon_schedule
     assert callable(epsilon)
     np.testing.assert_allclose(
         [epsilon(0), epsilon(125_000), epsilon(250_000), epsilon(400_000)], [1, 0.525, 0.05, 0.05]

@@ -10,6 +10,8 @@
   machines), returning trajectories or gradients to a learner on the driver
   (needs the `ray` extra; Ray is imported when a pool is built).
 - `evaluation`: whole episodes with a fixed network and policy.
+- `pipeline`: the contract every executor's pipeline keeps (`init`, `train` and
+  the sizes that turn updates into environment steps).
 - `actor`: an agent behind rlplay's actor interface, for host loops.
 
 The learner never knows which executor feeds it: every one produces the same
@@ -21,9 +23,10 @@ from . import (
     anakin as anakin,
     evaluation as evaluation,
     host as host,
+    pipeline as pipeline,
     population as population,
     ray_actors as ray_actors,
 )
 
 
-__all__ = ["actor", "anakin", "evaluation", "host", "population", "ray_actors"]
+__all__ = ["actor", "anakin", "evaluation", "host", "pipeline", "population", "ray_actors"]

@@ -19,13 +19,14 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
 
 from .._types import TimeStep, Trajectory
-from .._validation import check_learner_fits, check_positive_int
-from ..agent import Agent
+from .._validation import check_positive_int
+from ..agent import AbstractAgent
 from ..envs import AbstractEnv, AutoReset
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
 from ..results import EvaluationResult, TrainMetrics
 from .evaluation import Evaluation
+from .pipeline import AbstractPipeline, AbstractTrainResult
 
 
 @final
@@ -70,7 +71,7 @@ class AnakinState(eqx.Module):
 
 
 @final
-class TrainResult(eqx.Module):
+class TrainResult(AbstractTrainResult[AnakinState]):
     """What `Anakin.train` returns.
 
     **Arguments:**
@@ -87,14 +88,14 @@ class TrainResult(eqx.Module):
 
 
 def rollout(
-    env: AbstractEnv, agent: Agent, envs: EnvBatch, length: int
+    env: AbstractEnv, agent: AbstractAgent, envs: EnvBatch, length: int
 ) -> tuple[EnvBatch, Trajectory, Float[Array, " T batch"]]:
     """Acts for `length` steps in a batch of auto-resetting environments.
 
     **Arguments:**
 
     - `env`: an auto-resetting environment.
-    - `agent`: the network and policy that act (shared by all environments).
+    - `agent`: what acts (shared by all environments).
     - `envs`: the batch to step.
     - `length`: the number of steps `T`.
 
@@ -106,7 +107,7 @@ def rollout(
     """
     act = jax.vmap(agent)
     step_envs = jax.vmap(env.step)
-    reset_carry = jax.vmap(agent.network.reset_carry)
+    reset_carry = jax.vmap(agent.reset_carry)
 
     def step(envs: EnvBatch, _):
         keys = jax.vmap(lambda key: jax.random.split(key, 3))(envs.key)
@@ -152,7 +153,7 @@ def init_state(env: AbstractEnv, learner: AbstractLearner, key: PRNGKeyArray, *,
     def reset(key: PRNGKeyArray) -> EnvBatch:
         key, reset_key = jax.random.split(key)
         env_state, timestep = env.reset(reset_key)
-        carry = learner.network.initial_carry()
+        carry = learner.initial_agent().initial_carry()
         return EnvBatch(env_state, timestep, carry, key, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
 
     learner_key, envs_key = jax.random.split(key)
@@ -204,7 +205,7 @@ def train_steps(
 
 
 @final
-class Anakin(eqx.Module):
+class Anakin(AbstractPipeline[AnakinState]):
     """An on-device training pipeline for an environment and a learner.
 
     The environment is wrapped in [`podrace.envs.AutoReset`][] unless it already is.
@@ -251,7 +252,7 @@ class Anakin(eqx.Module):
         if len(mesh.axis_names) != 1:
             raise ValueError(f"Anakin: the mesh must have one axis (the devices), got axes {mesh.axis_names}.")
         observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
-        check_learner_fits(learner, env.action_space, observation, num_envs=num_envs, env_name=type(env).__name__)
+        learner.check_fits(env.action_space, observation, num_envs=num_envs, env_name=type(env).__name__)
         self.env = env if isinstance(env, AutoReset) else AutoReset(env)
         self.learner = learner
         self.num_envs = num_envs
@@ -267,6 +268,11 @@ class Anakin(eqx.Module):
     def frames_per_update(self) -> int:
         """Environment steps per update, over all devices."""
         return self.num_devices * self.num_envs * self.rollout_length
+
+    @property
+    def num_members(self) -> int:
+        """1: one run (see [`podrace.Population`][] for many)."""
+        return 1
 
     def init(self, key: PRNGKeyArray) -> AnakinState:
         """Resets `num_devices * num_envs` environments and initialises the learner.

@@ -30,13 +30,14 @@ import numpy as np
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, ObservationActionReward, PolicyStep, TimeStep, Trajectory
-from .._validation import check_agent_fits, check_learner_fits, check_positive_int, network_observation_spec
-from ..agent import Agent
+from .._validation import check_agent_fits, check_positive_int, network_observation_spec
+from ..agent import AbstractAgent, Agent
 from ..envs.gymnasium import vector_env_spaces
 from ..learners import AbstractLearner
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import EvaluationResult, TrainMetrics, UpdateMetrics
+from .pipeline import AbstractPipeline, AbstractTrainResult
 
 
 @final
@@ -45,8 +46,8 @@ class _HostObservations:
     previous action and reward (zeros where an episode starts), as
     [`podrace.envs.PreviousActionReward`][] does on device."""
 
-    def __init__(self, network: AbstractNetwork, action_space: AbstractSpace, num_envs: int):
-        self._reads_action_reward = network.reads_previous_action_reward
+    def __init__(self, agent: AbstractAgent, action_space: AbstractSpace, num_envs: int):
+        self._reads_action_reward = agent.reads_previous_action_reward
         zero = np.asarray(action_space.zeros())
         self._zero_action = np.zeros((num_envs, *zero.shape), zero.dtype)
 
@@ -68,7 +69,7 @@ class _HostObservations:
 
 @final
 class _BatchedActor:
-    """A network and a policy acting in a batch of host environments, one jitted call a step.
+    """An agent acting in a batch of host environments, one jitted call a step.
 
     Per step this is a plain `jax.jit` call on a flat list of arrays and raw key data
     (flattening modules and wrapping keys on the host costs more than the dispatch);
@@ -76,10 +77,10 @@ class _BatchedActor:
     the rollout is stacked.
     """
 
-    def __init__(self, agent: Agent):
+    def __init__(self, agent: AbstractAgent):
         arrays, static = eqx.partition(agent, eqx.is_array)
         treedef = jax.tree.structure(arrays)
-        initial_carry = agent.network.initial_carry()
+        initial_carry = agent.initial_carry()
 
         def act(leaves, observation, carry, is_first, key_data):
             agent = eqx.combine(jax.tree.unflatten(treedef, leaves), static)
@@ -87,7 +88,7 @@ class _BatchedActor:
             keys = jax.random.split(act_key, is_first.shape[0])
 
             def act_one(observation, carry, is_first, key):
-                return agent(observation, agent.network.reset_carry(carry, is_first), key)
+                return agent(observation, agent.reset_carry(carry, is_first), key)
 
             policy_step, carry = jax.vmap(act_one)(observation, carry, is_first, keys)
             return policy_step.action, policy_step, carry, jax.random.key_data(key)
@@ -95,7 +96,7 @@ class _BatchedActor:
         self._act = jax.jit(act)
         self._initial_carry = initial_carry
 
-    def arrays(self, agent: Agent) -> list[Array]:
+    def arrays(self, agent: AbstractAgent) -> list[Array]:
         """The arrays to act with (an agent of the same structure, any parameters)."""
         return jax.tree.leaves(eqx.filter(agent, eqx.is_array))
 
@@ -186,15 +187,16 @@ class GymnasiumCollector:
     ):
         check_positive_int("GymnasiumCollector", "rollout_length", rollout_length)
         action_space, observation, env_name = vector_env_spaces(envs)
-        observation = network_observation_spec(learner.network, action_space, observation)
-        check_learner_fits(learner, action_space, observation, num_envs=envs.num_envs, env_name=env_name)
+        agent = learner.initial_agent()
+        observation = network_observation_spec(agent, action_space, observation)
+        learner.check_fits(action_space, observation, num_envs=envs.num_envs, env_name=env_name)
         self.envs = envs
         self.learner = learner
         self.rollout_length = rollout_length
-        self._actor = _BatchedActor(Agent(learner.network, learner.policy))
+        self._actor = _BatchedActor(agent)
         self._key_data = jax.random.key_data(key)
         num_envs = envs.num_envs
-        self._observations = _HostObservations(learner.network, action_space, num_envs)
+        self._observations = _HostObservations(agent, action_space, num_envs)
         observation, _ = envs.reset(seed=seed)
         self._timestep = _first_timestep(self._observations.first(observation))
         self._carry = self._actor.initial_carry(num_envs)
@@ -210,7 +212,7 @@ class GymnasiumCollector:
         """The latest time steps of the environments (leading axis `B`)."""
         return self._timestep.on_device()
 
-    def collect(self, agent: Agent) -> tuple[Trajectory, EpisodeStatistics]:
+    def collect(self, agent: AbstractAgent) -> tuple[Trajectory, EpisodeStatistics]:
         """One rollout acting with `agent`.
 
         **Arguments:**
@@ -342,7 +344,7 @@ def _first_timestep(observation: PyTree[np.ndarray | Array]) -> _HostStep:
 
 
 @final
-class HostTrainResult(eqx.Module):
+class HostTrainResult(AbstractTrainResult[PyTree[Array]]):
     """What [`podrace.executors.host.train_on_host`][] returns.
 
     **Arguments:**
@@ -407,7 +409,7 @@ def train_on_host(
 
 
 @final
-class HostPipeline:
+class HostPipeline(AbstractPipeline[PyTree[Array]]):
     """A learner trained on a host collector's rollouts, driven as a [`podrace.Anakin`][] pipeline is.
 
     `init` and `train` have the pipeline's signatures, so that
@@ -423,6 +425,10 @@ class HostPipeline:
         [`podrace.executors.host.train_on_host`][]).
     """
 
+    learner: AbstractLearner
+    collector: GymnasiumCollector = eqx.field(static=True)
+    overlap: bool = eqx.field(static=True)
+
     def __init__(self, learner: AbstractLearner, collector: GymnasiumCollector, *, overlap: bool = True):
         self.learner = learner
         self.collector = collector
@@ -432,6 +438,16 @@ class HostPipeline:
     def frames_per_update(self) -> int:
         """Environment steps per update: `num_envs * rollout_length`."""
         return self.collector.num_envs * self.collector.rollout_length
+
+    @property
+    def num_members(self) -> int:
+        """1: one learner."""
+        return 1
+
+    @property
+    def num_devices(self) -> int:
+        """1: the learner updates on the default device."""
+        return 1
 
     def init(self, key: PRNGKeyArray) -> PyTree[Array]:
         """The learner's initial state."""
@@ -505,7 +521,7 @@ def evaluate_on_host(
     agent = Agent(network, policy)
     actor = _BatchedActor(agent)
     arrays, carry, key_data = actor.arrays(agent), actor.initial_carry(num_envs), jax.random.key_data(key)
-    observations = _HostObservations(network, action_space, num_envs)
+    observations = _HostObservations(agent, action_space, num_envs)
     observation, _ = envs.reset(seed=seed)
     timestep = _first_timestep(observations.first(observation))
     episodes = _EpisodeTracker(num_envs)

@@ -25,10 +25,11 @@ from ..policies import AbstractPolicy
 from ..results import EvaluationResult
 from .anakin import Anakin, AnakinState, TrainResult, init_state, train_steps
 from .evaluation import Evaluation, evaluate
+from .pipeline import AbstractPipeline
 
 
 @final
-class Population(eqx.Module):
+class Population(AbstractPipeline[AnakinState]):
     """Trains a population of Anakin pipelines side by side in one compiled call.
 
     `make_pipeline` builds the pipeline of one member from that member's slice of
@@ -110,6 +111,22 @@ class Population(eqx.Module):
         self.hyperparameters = hyperparameters
         self.size = size
         self.mesh = mesh
+
+    @property
+    def frames_per_update(self) -> int:
+        """Environment steps per update of one member (`num_envs * rollout_length`)."""
+        member = eqx.filter_eval_shape(self.make_pipeline, jax.tree.map(lambda x: x[0], self.hyperparameters))
+        return member.num_envs * member.rollout_length
+
+    @property
+    def num_members(self) -> int:
+        """The population's size."""
+        return self.size
+
+    @property
+    def num_devices(self) -> int:
+        """The number of devices the members are split over."""
+        return self.mesh.size
 
     def member(self, index: int) -> Anakin:
         """The pipeline of member `index` (to evaluate it, say, or train it alone)."""

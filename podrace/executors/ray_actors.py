@@ -53,17 +53,17 @@ import collections
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, Literal, TypeVar, final
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PRNGKeyArray, PyTree
+from jaxtyping import Array, Int, PRNGKeyArray, PyTree
 
 from .._types import TimeStep, Trajectory
 from .._validation import check_positive_int
-from ..agent import Agent
+from ..agent import AbstractAgent, Agent
 from ..envs.gymnasium import import_gymnasium
 from ..learners import AbstractLearner, Learner, LearnerState
 from ..learners.learner import apply_gradients, loss_gradients
@@ -87,7 +87,7 @@ def _sync_vector_env(env: str | Callable[[], Any], num_envs: int, env_kwargs: Ma
     return gymnasium.vector.SyncVectorEnv([make_env] * num_envs)
 
 
-def _agent_arrays(agent: Agent) -> list[np.ndarray]:
+def _agent_arrays(agent: AbstractAgent) -> list[np.ndarray]:
     """The agent's arrays as host NumPy arrays, in flattening order (one transfer)."""
     return jax.device_get(jax.tree.leaves(eqx.filter(agent, eqx.is_array)))
 
@@ -151,9 +151,7 @@ class RayGradient:
 
 
 @eqx.filter_jit
-def _gradients_on(
-    learner: AbstractLearner, agent: Agent, trajectory: Trajectory
-) -> tuple[Array, LossTerms, PyTree[Array]]:
+def _gradients_on(learner: Learner, agent: Agent, trajectory: Trajectory) -> tuple[Array, LossTerms, PyTree[Array]]:
     """The learner's loss on `trajectory`, and its gradient at the acting network's parameters."""
     params = eqx.filter(agent.network, eqx.is_inexact_array)
 
@@ -183,7 +181,7 @@ class _Worker:
         key = jax.random.wrap_key_data(jnp.asarray(key_data))
         self._collector = GymnasiumCollector(envs, learner, rollout_length=rollout_length, key=key, seed=seed)
         self._learner = learner
-        arrays, self._static = eqx.partition(Agent(learner.network, learner.policy), eqx.is_array)
+        arrays, self._static = eqx.partition(learner.initial_agent(), eqx.is_array)
         leaves, self._treedef = jax.tree.flatten(arrays)
         self._shapes = [(leaf.shape, leaf.dtype) for leaf in leaves]
         self._slot, self._incarnation = slot, incarnation
@@ -192,7 +190,7 @@ class _Worker:
         """The latest time steps of the actor's environments, in NumPy arrays."""
         return jax.device_get(self._collector.timestep)
 
-    def _agent(self, arrays: list[np.ndarray]) -> Agent:
+    def _agent(self, arrays: list[np.ndarray]) -> AbstractAgent:
         shapes = [(np.shape(x), np.asarray(x).dtype) for x in arrays]
         if shapes != self._shapes:
             raise ValueError(
@@ -202,7 +200,7 @@ class _Worker:
         leaves = [jnp.asarray(x) for x in arrays]
         return eqx.combine(jax.tree.unflatten(self._treedef, leaves), self._static)
 
-    def _collect(self, arrays: list[np.ndarray]) -> tuple[Agent, Trajectory, EpisodeStatistics]:
+    def _collect(self, arrays: list[np.ndarray]) -> tuple[AbstractAgent, Trajectory, EpisodeStatistics]:
         agent = self._agent(arrays)
         trajectory, episodes = self._collector.collect(agent)
         return agent, trajectory, episodes
@@ -213,7 +211,9 @@ class _Worker:
 
     def gradient(self, arrays: list[np.ndarray], version: int, sequence: int) -> RayGradient:
         agent, trajectory, episodes = self._collect(arrays)
-        loss, terms, gradients = jax.device_get(_gradients_on(self._learner, agent, trajectory))
+        # A RayGradientPool takes only a Learner, whose agents are network-and-policy Agents.
+        learner, agent = cast(Learner, self._learner), cast(Agent, agent)
+        loss, terms, gradients = jax.device_get(_gradients_on(learner, agent, trajectory))
         terms = {name: float(value) for name, value in terms.items()}
         leaves = jax.tree.leaves(gradients)
         return RayGradient(leaves, float(loss), terms, episodes, version, self._slot, sequence, self._incarnation)
@@ -264,6 +264,8 @@ class AbstractRayActorPool(Generic[ResultT]):
         check_positive_int(name, "num_actors", num_actors)
         check_positive_int(name, "num_envs", num_envs)
         check_positive_int(name, "rollout_length", rollout_length)
+        if self._method == "gradient" and not isinstance(learner, Learner):
+            raise TypeError(f"{name}: gradient workers compute a podrace.Learner's loss, got {type(learner).__name__}.")
         if not isinstance(env, str) and not callable(env):
             raise ValueError(f"{name}: env must be a Gymnasium id or a callable that makes one environment.")
         if env_kwargs and not isinstance(env, str):
@@ -344,7 +346,7 @@ class AbstractRayActorPool(Generic[ResultT]):
         """How many rounds were submitted and not yet gathered."""
         return len(self._rounds)
 
-    def submit(self, agent: Agent, version: int) -> None:
+    def submit(self, agent: AbstractAgent, version: int) -> None:
         """Asks every actor for one more result, acting with `agent`.
 
         The agent's arrays go into Ray's object store once; every actor reads them from
@@ -508,7 +510,7 @@ StateT = TypeVar("StateT")
 
 def _run(
     pool: AbstractRayActorPool[ResultT],
-    agent_at: Callable[[Any], Agent],
+    agent_at: Callable[[Any], AbstractAgent],
     state: StateT,
     *,
     num_updates: int,
@@ -628,12 +630,18 @@ def reduce_gradients(gradients: list[RayGradient], params: PyTree[Array], reduce
 
 @eqx.filter_jit
 def _apply(
-    learner: Learner, state: LearnerState, grads: PyTree[Array], loss: Array, terms: LossTerms
+    learner: Learner,
+    state: LearnerState,
+    grads: PyTree[Array],
+    loss: Array,
+    terms: LossTerms,
+    new_transitions: Int[Array, ""],
 ) -> tuple[LearnerState, UpdateMetrics]:
     params, opt_state, metrics = apply_gradients(
-        learner, state.params, state.opt_state, grads, loss, terms, check_nans=learner.check_nans
+        learner.optimizer, state.params, state.opt_state, grads, loss, terms, check_nans=learner.check_nans
     )
-    return LearnerState(params, opt_state, state.num_updates + 1, state.key), metrics
+    num_transitions = state.num_transitions + new_transitions
+    return LearnerState(params, opt_state, state.num_updates + 1, num_transitions, state.key), metrics
 
 
 def train_with_ray_gradients(
@@ -707,7 +715,9 @@ def train_with_ray_gradients(
             name: jnp.asarray(np.mean([gradient.terms[name] for gradient in gradients]), jnp.float32)
             for name in gradients[0].terms
         }
-        state, update_metrics = _apply(learner, state, reduce_gradients(gradients, state.params, reduce), loss, terms)
+        grads = reduce_gradients(gradients, state.params, reduce)
+        new_transitions = len(gradients) * (pool.num_envs // pool.num_actors) * pool.rollout_length
+        state, update_metrics = _apply(learner, state, grads, loss, terms, jnp.asarray(new_transitions, jnp.int32))
         return state, train_metrics(update_metrics, _episodes(gradients))
 
     state, metrics = _run(pool, learner.agent, state, num_updates=num_updates, max_lag=max_lag, update=update)

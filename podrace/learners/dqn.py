@@ -8,14 +8,14 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
-from .._types import TimeStep, Trajectory
-from .._validation import check_in_unit_interval, check_positive_int
+from .._types import AbstractSpace, TimeStep, Trajectory
+from .._validation import check_in_unit_interval, check_parts_fit, check_positive_int, check_reads
 from ..agent import Agent
 from ..losses import AbstractLoss, AbstractQLoss
 from ..networks import AbstractNetwork
 from ..policies import EpsilonGreedy
 from ..results import UpdateMetrics
-from .learner import AbstractLearner, gradient_step
+from .learner import AbstractLearner, gradient_step, with_params
 from .replay import SequenceReplay
 
 
@@ -73,7 +73,8 @@ class DQNLearner(AbstractLearner[DQNState]):
     - `loss`: a Q-value loss.
     - `optimizer`: an optax gradient transformation.
     - `epsilon`: the exploration probability: a number, or a schedule over the
-        number of environment transitions (e.g. `optax.linear_schedule(1.0, 0.05, 10_000)`).
+        number of environment transitions (e.g. `optax.linear_schedule(1.0, 0.05, 10_000)`);
+        the learner's `policy` is [`podrace.policies.EpsilonGreedy`][] with it.
     - `buffer_size`: how many transitions the replay buffer holds, over all
         environments and devices.
     - `batch_size`: sequences per gradient step, per device.
@@ -89,9 +90,9 @@ class DQNLearner(AbstractLearner[DQNState]):
     """
 
     network: AbstractNetwork
-    loss: AbstractQLoss  # pyright: ignore[reportIncompatibleVariableOverride]
+    loss: AbstractQLoss
     optimizer: optax.GradientTransformation
-    epsilon: optax.Schedule | Float[Array, ""]
+    policy: EpsilonGreedy
     replay: SequenceReplay
     batch_size: int = eqx.field(static=True)
     min_replay_size: int = eqx.field(static=True)
@@ -123,9 +124,9 @@ class DQNLearner(AbstractLearner[DQNState]):
                 "on-policy losses."
             )
         self.network = network
-        self.loss = loss  # pyright: ignore[reportIncompatibleVariableOverride]
+        self.loss = loss
         self.optimizer = optimizer
-        self.epsilon = epsilon if callable(epsilon) else jnp.asarray(epsilon, jnp.float32)
+        self.policy = EpsilonGreedy(epsilon)
         self.replay = SequenceReplay(buffer_size, sequence_length)
         self.batch_size = batch_size
         self.min_replay_size = min_replay_size
@@ -135,21 +136,13 @@ class DQNLearner(AbstractLearner[DQNState]):
         self.check_nans = check_nans
 
     def __check_init__(self):
+        check_reads(self.network, self.policy, role="policy")
+        check_reads(self.network, self.loss, role="loss")
         for name in ("batch_size", "min_replay_size", "gradient_steps", "target_update_period"):
             check_positive_int("DQNLearner", name, getattr(self, name))
         check_in_unit_interval("DQNLearner", "tau", self.tau)
-        if not callable(self.epsilon):
-            check_in_unit_interval("DQNLearner", "epsilon", self.epsilon)
         if jax.tree.leaves(self.network.initial_carry()):
             raise ValueError("DQNLearner replays feed-forward networks only; this network has a recurrent carry.")
-
-    @property
-    def policy(self) -> EpsilonGreedy:  # pyright: ignore[reportIncompatibleVariableOverride]
-        """Epsilon-greedy with the epsilon of the schedule's start."""
-        return EpsilonGreedy(self._epsilon_at(jnp.asarray(0, jnp.int32)))
-
-    def _epsilon_at(self, num_transitions: Int[Array, ""]) -> Float[Array, ""]:
-        return jnp.asarray(self.epsilon(num_transitions) if callable(self.epsilon) else self.epsilon, jnp.float32)
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> DQNState:
         """The initial state, with an empty replay buffer sized for the environments of `timestep`.
@@ -172,9 +165,22 @@ class DQNLearner(AbstractLearner[DQNState]):
     def network_at(self, state: DQNState) -> AbstractNetwork:
         return self.network_with(state.params)
 
+    def network_with(self, params: PyTree[Array]) -> AbstractNetwork:
+        """The network with its trainable arrays replaced by `params`."""
+        return with_params(self.network, params)
+
+    def initial_agent(self) -> Agent:
+        return Agent(self.network, self.policy)
+
+    def check_fits(
+        self, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
+    ) -> None:
+        del num_envs  # any number: each environment has its own row of the replay buffer
+        check_parts_fit(self.network, self.policy, self.loss, action_space, observation, env_name=env_name)
+
     def agent(self, state: DQNState) -> Agent:
         """Epsilon-greedy acting, with the epsilon of the schedule at `state`'s transition count."""
-        return Agent(self.network_at(state), EpsilonGreedy(self._epsilon_at(state.num_transitions)))
+        return Agent(self.network_at(state), self.policy.at(state.num_transitions))
 
     def device_local(self, state: DQNState) -> PyTree[bool]:
         replicated = jax.tree.map(lambda _: False, state)
@@ -200,7 +206,7 @@ class DQNLearner(AbstractLearner[DQNState]):
                     return self.loss(agent, sequences, axis_name=axis_name, target_network=target_network)
 
                 params, opt_state, metrics = gradient_step(
-                    self,
+                    self.optimizer,
                     state.params,
                     state.opt_state,
                     objective,

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
-from .._types import TimeStep, Trajectory
-from .._validation import check_positive_int, check_reads
-from ..agent import Agent
+from .._types import AbstractSpace, TimeStep, Trajectory
+from .._validation import check_parts_fit, check_positive_int, check_reads
+from ..agent import AbstractAgent, Agent
 from ..losses import AbstractLoss
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
@@ -21,33 +21,15 @@ StateT = TypeVar("StateT")
 
 
 class AbstractLearner(eqx.Module, Generic[StateT]):
-    """What the Anakin pipeline and the host collectors need of a learner.
+    """What every executor uses of a learner.
 
-    A learner holds its network (whose arrays are the initial parameters), the policy
-    that acts with it, a loss and an optimiser; its state (of type `StateT`) is a typed
+    A learner's parts (its networks, policies, losses and optimisers, as many as its
+    algorithm needs) are fields of the final learner, typed as it needs them; an
+    executor sees only the methods below. Its state (of type `StateT`) is a typed
     pytree holding everything a resume needs.
     """
 
-    network: eqx.AbstractVar[AbstractNetwork]
-    policy: eqx.AbstractVar[AbstractPolicy]
-    loss: eqx.AbstractVar[AbstractLoss]
-    optimizer: eqx.AbstractVar[optax.GradientTransformation]
     check_nans: eqx.AbstractVar[bool]
-
-    def __check_init__(self):
-        check_reads(self.network, self.policy, role="policy")
-        check_reads(self.network, self.loss, role="loss")
-
-    def network_with(self, params: PyTree[Array]) -> AbstractNetwork:
-        """The network with its trainable arrays replaced by `params`."""
-        return eqx.combine(params, eqx.filter(self.network, eqx.is_inexact_array, inverse=True))
-
-    def check_num_envs(self, num_envs: int) -> None:
-        """Raises `ValueError` if the learner cannot learn from `num_envs` environments per device.
-
-        Executors call it when they are built, so that a mismatch is refused then.
-        """
-        del num_envs
 
     @abc.abstractmethod
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> StateT:
@@ -62,12 +44,33 @@ class AbstractLearner(eqx.Module, Generic[StateT]):
         """
 
     @abc.abstractmethod
+    def initial_agent(self) -> AbstractAgent:
+        """The agent before any learning: what executors build their buffers and
+        recurrent carries from."""
+
+    @abc.abstractmethod
+    def agent(self, state: StateT) -> AbstractAgent:
+        """The network and policy that act in state `state` (a policy on a schedule at
+        the state's step count; see [`podrace.policies.AbstractPolicy.at`][])."""
+
+    @abc.abstractmethod
     def network_at(self, state: StateT) -> AbstractNetwork:
         """The network with the parameters learnt in state `state`."""
 
-    def agent(self, state: StateT) -> Agent:
-        """The network and policy that act in state `state`."""
-        return Agent(self.network_at(state), self.policy)
+    @abc.abstractmethod
+    def check_fits(
+        self, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
+    ) -> None:
+        """Raises `ValueError`, naming the parts and the fix, if the learner cannot learn
+        in an environment; executors call it when they are built.
+
+        **Arguments:**
+
+        - `action_space`: the environment's action space.
+        - `observation`: the shape and dtype of one observation the network gets.
+        - `num_envs`: the environments per device it will learn from.
+        - `env_name`: how to name the environment in messages.
+        """
 
     @abc.abstractmethod
     def update(
@@ -87,14 +90,18 @@ class AbstractLearner(eqx.Module, Generic[StateT]):
         The next state and the update's metrics.
         """
 
+    @abc.abstractmethod
     def device_local(self, state: StateT) -> PyTree[bool]:
         """Which leaves of `state` hold per-device data, split over devices along axis 0.
 
-        A pytree prefix of `state`. Everything is replicated by default; a replay
+        A pytree prefix of `state`: `False` where everything is replicated; a replay
         buffer keeps the experience of each device's own environments.
         """
-        del state
-        return False
+
+
+def with_params(network: AbstractNetwork, params: PyTree[Array]) -> AbstractNetwork:
+    """`network` with its trainable arrays replaced by `params`."""
+    return eqx.combine(params, eqx.filter(network, eqx.is_inexact_array, inverse=True))
 
 
 _NON_FINITE = "podrace: loss term"
@@ -132,7 +139,7 @@ def loss_gradients(
 
 
 def apply_gradients(
-    learner: AbstractLearner,
+    optimizer: optax.GradientTransformation,
     params: PyTree[Array],
     opt_state: optax.OptState,
     grads: PyTree[Array],
@@ -141,16 +148,16 @@ def apply_gradients(
     *,
     check_nans: bool,
 ) -> tuple[PyTree[Array], optax.OptState, UpdateMetrics]:
-    """One step of the learner's optimiser along `grads`, with the metrics of the loss they came from."""
+    """One step of `optimizer` along `grads`, with the metrics of the loss they came from."""
     if check_nans:
         for name, value in terms.items():
             grads = eqx.error_if(grads, ~jnp.isfinite(value), f"{_NON_FINITE} '{name}' is not finite")
-    updates, opt_state = learner.optimizer.update(grads, opt_state, params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
     return eqx.apply_updates(params, updates), opt_state, UpdateMetrics(loss, terms, optax.tree.norm(grads))
 
 
 def gradient_step(
-    learner: AbstractLearner,
+    optimizer: optax.GradientTransformation,
     params: PyTree[Array],
     opt_state: optax.OptState,
     objective,
@@ -158,9 +165,9 @@ def gradient_step(
     axis_name: str | None,
     check_nans: bool,
 ) -> tuple[PyTree[Array], optax.OptState, UpdateMetrics]:
-    """One optimiser step on `objective(params) -> (loss, terms)`, gradients averaged over devices."""
+    """One step of `optimizer` on `objective(params) -> (loss, terms)`, gradients averaged over devices."""
     loss, terms, grads = loss_gradients(objective, params, axis_name=axis_name)
-    return apply_gradients(learner, params, opt_state, grads, loss, terms, check_nans=check_nans)
+    return apply_gradients(optimizer, params, opt_state, grads, loss, terms, check_nans=check_nans)
 
 
 @final
@@ -172,12 +179,15 @@ class LearnerState(eqx.Module):
     - `params`: the network's trainable arrays (`eqx.filter(network, eqx.is_inexact_array)`).
     - `opt_state`: the optax state.
     - `num_updates`: how many updates have been applied.
+    - `num_transitions`: how many environment transitions have been learnt from, over
+        all devices (the clock of a policy's schedule).
     - `key`: the randomness of minibatch shuffling.
     """
 
     params: PyTree[Array]
     opt_state: optax.OptState
     num_updates: Int[Array, ""]
+    num_transitions: Int[Array, ""]
     key: PRNGKeyArray
 
 
@@ -233,6 +243,8 @@ class Learner(AbstractLearner[LearnerState]):
     check_nans: bool = eqx.field(static=True, default=False, kw_only=True)
 
     def __check_init__(self):
+        check_reads(self.network, self.policy, role="policy")
+        check_reads(self.network, self.loss, role="loss")
         check_positive_int("Learner", "num_epochs", self.num_epochs)
         check_positive_int("Learner", "num_minibatches", self.num_minibatches)
         if self.minibatches_of not in ("trajectories", "transitions"):
@@ -262,9 +274,27 @@ class Learner(AbstractLearner[LearnerState]):
         """
         del timestep
         params = eqx.filter(self.network, eqx.is_inexact_array)
-        return LearnerState(params, self.optimizer.init(params), jnp.asarray(0, jnp.int32), key)
+        zero = jnp.asarray(0, jnp.int32)
+        return LearnerState(params, self.optimizer.init(params), zero, zero, key)
 
-    def check_num_envs(self, num_envs: int) -> None:
+    def initial_agent(self) -> Agent:
+        return Agent(self.network, self.policy)
+
+    def network_with(self, params: PyTree[Array]) -> AbstractNetwork:
+        """The network with its trainable arrays replaced by `params`."""
+        return with_params(self.network, params)
+
+    def check_fits(
+        self, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
+    ) -> None:
+        check_parts_fit(self.network, self.policy, self.loss, action_space, observation, env_name=env_name)
+        self._check_minibatches_divide(num_envs)
+
+    def device_local(self, state: LearnerState) -> PyTree[bool]:
+        del state
+        return False
+
+    def _check_minibatches_divide(self, num_envs: int) -> None:
         if self.minibatches_of == "transitions":
             return  # checked against the rollout's transitions in `update`
         if num_envs % self.num_minibatches:
@@ -276,10 +306,14 @@ class Learner(AbstractLearner[LearnerState]):
     def network_at(self, state: LearnerState) -> AbstractNetwork:
         return self.network_with(state.params)
 
+    def agent(self, state: LearnerState) -> Agent:
+        return Agent(self.network_at(state), self.policy.at(state.num_transitions))
+
     def update(
         self, state: LearnerState, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[LearnerState, UpdateMetrics]:
-        self.check_num_envs(trajectory.timestep.reward.shape[1])
+        num_envs = trajectory.timestep.reward.shape[1]
+        self._check_minibatches_divide(num_envs)
         if self.minibatches_of == "transitions" and trajectory.policy_step.action.size % self.num_minibatches:
             num_steps, num_envs = trajectory.timestep.reward.shape
             raise ValueError(
@@ -291,7 +325,7 @@ class Learner(AbstractLearner[LearnerState]):
             params, opt_state = carry
             batch, targets = minibatch
             params, opt_state, metrics = gradient_step(
-                self,
+                self.optimizer,
                 params,
                 opt_state,
                 lambda params: self.loss(
@@ -320,7 +354,9 @@ class Learner(AbstractLearner[LearnerState]):
             minibatches = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatches)
             (params, opt_state), metrics = jax.lax.scan(step, (state.params, state.opt_state), minibatches)
             metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
-        return LearnerState(params, opt_state, state.num_updates + 1, key), metrics
+        num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
+        num_transitions = state.num_transitions + trajectory.policy_step.action.shape[0] * num_envs * num_devices
+        return LearnerState(params, opt_state, state.num_updates + 1, num_transitions, key), metrics
 
 
 def as_transitions(

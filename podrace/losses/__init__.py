@@ -1,11 +1,10 @@
 """Losses: pure, unbatched functions and the loss modules built on them."""
 
-from .impala import VTraceLoss as VTraceLoss, vtrace as vtrace
-from .modules import (
-    A2CLoss as A2CLoss,
+from .a2c import A2CLoss as A2CLoss
+from .base import (
     AbstractLoss as AbstractLoss,
+    AbstractQLoss as AbstractQLoss,
     AbstractTrajectoryLoss as AbstractTrajectoryLoss,
-    ReinforceLoss as ReinforceLoss,
     categorical_entropy as categorical_entropy,
     completed_episode_mask as completed_episode_mask,
     cut_lambda_at_episode_ends as cut_lambda_at_episode_ends,
@@ -18,11 +17,9 @@ from .policy_gradient import (
     ppo_clipped_surrogate as ppo_clipped_surrogate,
 )
 from .ppo import PPOLoss as PPOLoss
-from .q_losses import (
-    AbstractQLoss as AbstractQLoss,
-    QLearningLoss as QLearningLoss,
-    TDLambdaQLoss as TDLambdaQLoss,
-)
+from .q_learning import QLearningLoss as QLearningLoss
+from .reinforce import ReinforceLoss as ReinforceLoss
+from .td_lambda import TDLambdaQLoss as TDLambdaQLoss
 from .value_learning import (
     discounted_returns as discounted_returns,
     double_q_learning as double_q_learning,
@@ -36,6 +33,7 @@ from .value_learning import (
     td_lambda as td_lambda,
     varying_like as varying_like,
 )
+from .vtrace import VTraceLoss as VTraceLoss, vtrace as vtrace
 
 
 __all__ = [

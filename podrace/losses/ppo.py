@@ -11,7 +11,7 @@ from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative, check_positive
 from ..agent import Agent
 from ..results import LossTerms
-from .modules import AbstractLoss, cut_lambda_at_episode_ends, require_value, transition_mask
+from .base import AbstractLoss, cut_lambda_at_episode_ends, require_value, transition_mask
 from .policy_gradient import ppo_clipped_surrogate
 from .value_learning import generalized_advantage_estimation
 

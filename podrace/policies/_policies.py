@@ -1,10 +1,12 @@
 import abc
+import dataclasses
 from typing import ClassVar, Generic, TypeVar, final
 
 import distrax
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+import optax
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .._types import (
     AbstractNetworkOutput,
@@ -54,6 +56,24 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
         log_prob = distribution.log_prob(action)
         return PolicyStep(jnp.asarray(action), jnp.asarray(log_prob), jnp.asarray(distribution.entropy()))
 
+    def at(self, step: Int[Array, ""]) -> "AbstractPolicy[OutputT]":
+        """The policy that acts after `step` environment steps.
+
+        A policy whose parameter follows a schedule keeps it in a field `NAME_schedule`
+        beside the parameter `NAME` (as [`podrace.policies.EpsilonGreedy`][] does with
+        an optax schedule); here each such parameter takes its schedule's value at
+        `step`. A learner calls this when it builds the acting agent.
+        """
+        names = [
+            field.name.removesuffix("_schedule")
+            for field in dataclasses.fields(self)
+            if field.name.endswith("_schedule") and getattr(self, field.name) is not None
+        ]
+        if not names:
+            return self
+        values = [jnp.asarray(getattr(self, f"{name}_schedule")(step), jnp.float32) for name in names]
+        return eqx.tree_at(lambda policy: [getattr(policy, name) for name in names], self, values)
+
     def check_action_space(self, action_space: AbstractSpace) -> None:
         """Raises `ValueError` if this policy cannot act in `action_space`."""
         if not isinstance(action_space, Discrete):
@@ -93,14 +113,18 @@ class EpsilonGreedy(AbstractPolicy[QValues]):
     **Arguments:**
 
     - `epsilon`: the exploration probability, in [0, 1]; an array leaf, so it can vary
-        across a population without recompiling.
+        across a population without recompiling. Or a schedule over environment steps
+        (e.g. `optax.linear_schedule(1.0, 0.05, 10_000)`): the policy then acts with its
+        value at step 0 until a learner moves it on with [`at`][podrace.policies.AbstractPolicy.at].
     """
 
     epsilon: Float[Array, ""]
+    epsilon_schedule: optax.Schedule | None
     input_type = QValues
 
-    def __init__(self, epsilon: ArrayLike):
-        self.epsilon = jnp.asarray(epsilon, jnp.float32)
+    def __init__(self, epsilon: ArrayLike | optax.Schedule):
+        self.epsilon_schedule = epsilon if callable(epsilon) else None
+        self.epsilon = jnp.asarray(epsilon(0) if callable(epsilon) else epsilon, jnp.float32)
 
     def __check_init__(self):
         check_in_unit_interval("EpsilonGreedy", "epsilon", self.epsilon)

@@ -10,7 +10,7 @@ from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative, check_positive
 from ..agent import Agent
 from ..results import LossTerms
-from .modules import AbstractTrajectoryLoss, cut_lambda_at_episode_ends, require_value, transition_mask
+from .base import AbstractTrajectoryLoss, cut_lambda_at_episode_ends, require_value, transition_mask
 from .policy_gradient import clamped_importance_weights, policy_gradient_loss
 from .value_learning import discounted_returns
 

@@ -1,0 +1,91 @@
+"""Advantage actor-critic."""
+
+from typing import final
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
+from .._validation import check_in_unit_interval, check_non_negative
+from ..agent import Agent
+from ..results import LossTerms
+from .base import (
+    AbstractTrajectoryLoss,
+    cut_lambda_at_episode_ends,
+    require_value,
+    transition_mask,
+)
+from .policy_gradient import clamped_importance_weights, policy_gradient_loss
+from .value_learning import lambda_returns
+
+
+@final
+class A2CLoss(AbstractTrajectoryLoss):
+    """Advantage actor-critic: a policy-gradient term, a value regression and an entropy bonus.
+
+    The value head regresses lambda-returns (bootstrapped from its own estimates,
+    stopped on termination, one-step at a truncation); the advantage is the return
+    minus the value. The policy term weights each `log pi(a_t | s_t)` by its
+    advantage and by the importance weight `pi / mu` of the learnt policy over the
+    behaviour policy, clamped at 1 (1 on-policy; it bounds the update when the acting
+    parameters lag, as on a host collector).
+
+    Reference: Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning",
+    ICML 2016; Espeholt et al., "IMPALA", ICML 2018 (clamped importance weights).
+
+    **Arguments:**
+
+    - `discount`: the agent's discount factor, in [0, 1].
+    - `lambda_`: the mixing of the value targets (1: n-step returns over the rollout).
+    - `value_coefficient`: the weight of the value term (>= 0).
+    - `entropy_coefficient`: the weight of the entropy bonus (>= 0).
+    """
+
+    discount: Float[Array, ""]
+    lambda_: Float[Array, ""]
+    value_coefficient: Float[Array, ""]
+    entropy_coefficient: Float[Array, ""]
+    input_type = AbstractPolicyOutput
+
+    def __init__(
+        self,
+        *,
+        discount: ArrayLike,
+        lambda_: ArrayLike = 1.0,
+        value_coefficient: ArrayLike = 0.5,
+        entropy_coefficient: ArrayLike = 0.01,
+    ):
+        self.discount = jnp.asarray(discount, jnp.float32)
+        self.lambda_ = jnp.asarray(lambda_, jnp.float32)
+        self.value_coefficient = jnp.asarray(value_coefficient, jnp.float32)
+        self.entropy_coefficient = jnp.asarray(entropy_coefficient, jnp.float32)
+
+    def __check_init__(self):
+        check_in_unit_interval("A2CLoss", "discount", self.discount)
+        check_in_unit_interval("A2CLoss", "lambda_", self.lambda_)
+        check_non_negative("A2CLoss", "value_coefficient", self.value_coefficient)
+        check_non_negative("A2CLoss", "entropy_coefficient", self.entropy_coefficient)
+
+    def check_output(self, output: AbstractNetworkOutput) -> None:
+        require_value(self, output)
+
+    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+        timestep = trajectory.timestep
+        outputs = agent.outputs(trajectory)
+        values = require_value(self, outputs)
+        returns = lambda_returns(
+            r_t=timestep.reward[1:],
+            discount_t=self.discount * timestep.discount[1:],
+            v_t=values[1:],
+            lambda_=cut_lambda_at_episode_ends(self.lambda_, trajectory),
+        )
+        returns = jax.lax.stop_gradient(returns)
+        mask = transition_mask(trajectory)
+        log_pi, entropy = agent.log_prob_and_entropy(outputs, trajectory.policy_step.action)
+        weights = mask * clamped_importance_weights(log_pi, trajectory.policy_step.log_prob)
+        policy_loss = policy_gradient_loss(log_pi, returns - values[:-1], weights)
+        value_loss = 0.5 * jnp.mean(mask * jnp.square(returns - values[:-1]))
+        entropy = jnp.mean(mask * entropy)
+        loss = policy_loss + self.value_coefficient * value_loss - self.entropy_coefficient * entropy
+        return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
