@@ -159,3 +159,17 @@ def test_the_on_device_executors_do_not_import_the_host_ones():
 
 def test_the_import_graph_has_no_circle():
     graphlib.TopologicalSorter(_import_graph()).prepare()  # raises CycleError naming one
+
+
+def test_no_package_exports_a_name_of_one_of_its_modules():
+    # `podrace.losses.vtrace` must name one thing for readers and for the docs' references.
+    clashes = []
+    for init in sorted(PACKAGE_ROOT.rglob("__init__.py")):
+        submodules = {info.name for info in pkgutil.iter_modules([str(init.parent)])}
+        package = _module_name(init)
+        clashes += [
+            f"{package}.{bound}"
+            for module, name, bound in _podrace_imports(init)
+            if name is not None and bound in submodules
+        ]
+    assert not clashes, clashes

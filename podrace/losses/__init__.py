@@ -11,15 +11,16 @@ from .base import (
     mean_over_trajectories as mean_over_trajectories,
     transition_mask as transition_mask,
 )
+from .impala import VTraceLoss as VTraceLoss, vtrace as vtrace
+from .n_step_q import QLearningLoss as QLearningLoss
 from .policy_gradient import (
     clamped_importance_weights as clamped_importance_weights,
     policy_gradient_loss as policy_gradient_loss,
     ppo_clipped_surrogate as ppo_clipped_surrogate,
 )
 from .ppo import PPOLoss as PPOLoss
-from .q_learning import QLearningLoss as QLearningLoss
 from .reinforce import ReinforceLoss as ReinforceLoss
-from .td_lambda import TDLambdaQLoss as TDLambdaQLoss
+from .td_lambda_q import TDLambdaQLoss as TDLambdaQLoss
 from .value_learning import (
     discounted_returns as discounted_returns,
     double_q_learning as double_q_learning,
@@ -33,7 +34,6 @@ from .value_learning import (
     td_lambda as td_lambda,
     varying_like as varying_like,
 )
-from .vtrace import VTraceLoss as VTraceLoss, vtrace as vtrace
 
 
 __all__ = [
