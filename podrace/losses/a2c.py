@@ -2,12 +2,13 @@
 
 from typing import final
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
-from .._validation import check_in_unit_interval, check_non_negative
+from .._validation import as_float_array, check_in_unit_interval, check_non_negative
 from ..agent import Agent
 from ..results import LossTerms
 from .base import (
@@ -42,24 +43,11 @@ class A2CLoss(AbstractTrajectoryLoss):
     - `entropy_coefficient`: the weight of the entropy bonus (>= 0).
     """
 
-    discount: Float[Array, ""]
-    lambda_: Float[Array, ""]
-    value_coefficient: Float[Array, ""]
-    entropy_coefficient: Float[Array, ""]
+    discount: Float[Array, ""] = eqx.field(converter=as_float_array, kw_only=True)
+    lambda_: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+    value_coefficient: Float[Array, ""] = eqx.field(default=0.5, converter=as_float_array, kw_only=True)
+    entropy_coefficient: Float[Array, ""] = eqx.field(default=0.01, converter=as_float_array, kw_only=True)
     input_type = AbstractPolicyOutput
-
-    def __init__(
-        self,
-        *,
-        discount: ArrayLike,
-        lambda_: ArrayLike = 1.0,
-        value_coefficient: ArrayLike = 0.5,
-        entropy_coefficient: ArrayLike = 0.01,
-    ):
-        self.discount = jnp.asarray(discount, jnp.float32)
-        self.lambda_ = jnp.asarray(lambda_, jnp.float32)
-        self.value_coefficient = jnp.asarray(value_coefficient, jnp.float32)
-        self.entropy_coefficient = jnp.asarray(entropy_coefficient, jnp.float32)
 
     def __check_init__(self):
         check_in_unit_interval("A2CLoss", "discount", self.discount)

@@ -2,12 +2,13 @@
 
 from typing import final
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
-from .._validation import check_in_unit_interval, check_non_negative, check_positive
+from .._validation import as_float_array, check_in_unit_interval, check_non_negative, check_positive
 from ..agent import Agent
 from ..results import LossTerms
 from .base import AbstractTrajectoryLoss, cut_lambda_at_episode_ends, require_value, transition_mask
@@ -105,33 +106,14 @@ class VTraceLoss(AbstractTrajectoryLoss):
     - `entropy_coefficient`: the weight of the entropy bonus (>= 0).
     """
 
-    discount: Float[Array, ""]
-    lambda_: Float[Array, ""]
-    rho_bar: Float[Array, ""]
-    c_bar: Float[Array, ""]
-    pg_rho_bar: Float[Array, ""]
-    value_coefficient: Float[Array, ""]
-    entropy_coefficient: Float[Array, ""]
+    discount: Float[Array, ""] = eqx.field(converter=as_float_array, kw_only=True)
+    lambda_: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+    rho_bar: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+    c_bar: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+    pg_rho_bar: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+    value_coefficient: Float[Array, ""] = eqx.field(default=0.5, converter=as_float_array, kw_only=True)
+    entropy_coefficient: Float[Array, ""] = eqx.field(default=0.01, converter=as_float_array, kw_only=True)
     input_type = AbstractPolicyOutput
-
-    def __init__(
-        self,
-        *,
-        discount: ArrayLike,
-        lambda_: ArrayLike = 1.0,
-        rho_bar: ArrayLike = 1.0,
-        c_bar: ArrayLike = 1.0,
-        pg_rho_bar: ArrayLike = 1.0,
-        value_coefficient: ArrayLike = 0.5,
-        entropy_coefficient: ArrayLike = 0.01,
-    ):
-        self.discount = jnp.asarray(discount, jnp.float32)
-        self.lambda_ = jnp.asarray(lambda_, jnp.float32)
-        self.rho_bar = jnp.asarray(rho_bar, jnp.float32)
-        self.c_bar = jnp.asarray(c_bar, jnp.float32)
-        self.pg_rho_bar = jnp.asarray(pg_rho_bar, jnp.float32)
-        self.value_coefficient = jnp.asarray(value_coefficient, jnp.float32)
-        self.entropy_coefficient = jnp.asarray(entropy_coefficient, jnp.float32)
 
     def __check_init__(self):
         check_in_unit_interval("VTraceLoss", "discount", self.discount)
