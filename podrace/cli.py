@@ -475,13 +475,14 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     if args.list:
         measured = recipes.load(args.out) if args.out.is_dir() else {}
-        print(f"{'recipe':36} {'algorithm':20} {'published':>18} {f'measured ({args.out})':>26}")
+        width = max(len(name) for name in recipes.RECIPES)
+        print(f"{'recipe':{width}} {'algorithm':20} {'published':>18} {f'measured ({args.out})':>26}")
         for name, recipe in recipes.RECIPES.items():
             published = recipe.published
             spread = "" if published.spread is None else f" ± {published.spread:g}"
             run = measured.get(name)
             last = "-" if run is None else f"{run.mean:.4g} ± {run.std:.2g} ({len(run.seeds)} seeds)"
-            print(f"{name:36} {recipe.settings.algorithm:20} {f'{published.value:g}{spread}':>18} {last:>26}")
+            print(f"{name:{width}} {recipe.settings.algorithm:20} {f'{published.value:g}{spread}':>18} {last:>26}")
         return 0
     if args.name is None:
         raise ValueError("name a recipe to run, or list them with podrace reproduce --list.")
