@@ -11,7 +11,7 @@ import pytest
 
 import podrace as pr
 from podrace.envs.gymnasium import space_from_gymnasium
-from podrace.executors.host import GymnasiumCollector, evaluate_on_host, train_on_host
+from podrace.executors.host import GymnasiumCollector, HostPipeline, evaluate_on_host, train_on_host
 
 from . import helpers
 
@@ -244,3 +244,14 @@ def test_evaluate_checks_the_agent_fits():
         )
     with pytest.raises(ValueError, match="num_episodes must be a positive integer"):
         pr.evaluate(pr.envs.CartPole(), _greedy_network(), pr.policies.Greedy(), num_episodes=0, key=jax.random.key(0))
+
+
+def test_the_host_pipeline_keeps_the_pipeline_contract():
+    learner = _learner()
+    collector = GymnasiumCollector(_cartpole_vec(), learner, rollout_length=7, key=jax.random.key(0), seed=0)
+    pipeline = HostPipeline(learner, collector)
+    assert isinstance(pipeline, pr.executors.pipeline.AbstractPipeline)
+    assert (pipeline.num_members, pipeline.num_devices, pipeline.frames_per_update) == (1, 1, NUM_ENVS * 7)
+    result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2)
+    assert result.metrics.update.loss.shape == (2,) and int(result.state.num_updates) == 2
+    collector.close()

@@ -176,3 +176,14 @@ def test_population_train_rejects_non_positive_updates():
     population = pr.Population(_catch_member, _catch_hyperparameters())
     with pytest.raises(ValueError, match="num_updates"):
         population.train(population.init(jax.random.key(0)), num_updates=0)
+
+
+def test_a_population_keeps_the_pipeline_contract():
+    # What progress and the command line read of any pipeline: members, devices and frames.
+    population = pr.Population(_catch_member, _catch_hyperparameters())
+    member = _catch_member(jax.tree.map(lambda x: x[0], _catch_hyperparameters()))
+    assert isinstance(population, pr.executors.pipeline.AbstractPipeline)
+    assert (population.num_members, population.num_devices) == (SIZE, jax.device_count())
+    assert population.frames_per_update == member.num_envs * member.rollout_length == 18
+    assert (member.num_members, member.num_devices) == (1, jax.device_count())
+    assert member.frames_per_update == jax.device_count() * 18
