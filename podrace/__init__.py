@@ -18,6 +18,7 @@ from ._types import (
     AbstractPolicyOutput as AbstractPolicyOutput,
     AbstractSpace as AbstractSpace,
     Box as Box,
+    DeterministicAction as DeterministicAction,
     Discrete as Discrete,
     GaussianParams as GaussianParams,
     ObservationActionReward as ObservationActionReward,
@@ -25,8 +26,10 @@ from ._types import (
     PolicyLogits as PolicyLogits,
     PolicyStep as PolicyStep,
     QValues as QValues,
+    TanhGaussianParams as TanhGaussianParams,
     TimeStep as TimeStep,
     Trajectory as Trajectory,
+    entropy_or_estimate as entropy_or_estimate,
 )
 from ._version import __version__ as __version__
 from .agent import AbstractAgent as AbstractAgent, Agent as Agent

@@ -194,7 +194,65 @@ class TimeStep(eqx.Module):
 
 
 class AbstractNetworkOutput(eqx.Module):
-    """What a network emits for one observation; policies and losses read it."""
+    """What a network emits for one observation; policies and losses read it.
+
+    Each output type says which action spaces it acts in through `action_size`: the
+    checks that a network fits an environment ask the type, never a list of types.
+    """
+
+    @classmethod
+    @abc.abstractmethod
+    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
+        """How many outputs a head of this type needs to act in `action_space`.
+
+        **Arguments:**
+
+        - `action_space`: the environment's action space.
+        - `env_name`: how to name the environment in messages.
+
+        **Returns:**
+
+        The number of discrete actions, or the dimension of the real action vector.
+
+        **Raises:**
+
+        `ValueError`, naming the head to build, if this output cannot act in `action_space`.
+        """
+
+
+def discrete_action_count(output_type: type, action_space: AbstractSpace, *, env_name: str) -> int:
+    """The number of actions of a `Discrete` space, for outputs that score each action.
+
+    Raises `ValueError` naming the fix for any other space.
+    """
+    if isinstance(action_space, Discrete):
+        return action_space.num_values
+    shape = getattr(action_space, "shape", None)
+    raise ValueError(
+        f"The network's head emits {output_type.__name__} (discrete actions) but {env_name} has continuous "
+        f"actions of shape {shape}; build the network with a continuous-action head (GaussianHead, "
+        "TanhGaussianHead or DeterministicHead)."
+    )
+
+
+def real_action_size(output_type: type, action_space: AbstractSpace, *, env_name: str) -> int:
+    """The dimension of a one-dimensional `Box` of real actions, for outputs that emit action vectors.
+
+    Raises `ValueError` naming the fix for any other space.
+    """
+    if isinstance(action_space, Discrete):
+        raise ValueError(
+            f"The network's head emits {output_type.__name__} (continuous actions) but {env_name} has "
+            f"{action_space.num_values} discrete actions; build the network with a PolicyLogitHead "
+            f"or a QValueHead with num_actions={action_space.num_values}."
+        )
+    shape = getattr(action_space, "shape", None)
+    if shape is None or len(shape) != 1:
+        raise ValueError(
+            f"The network's head emits flat action vectors but {env_name}'s actions have shape "
+            f"{shape}; flatten the action space to one dimension."
+        )
+    return shape[0]
 
 
 @final
@@ -207,6 +265,10 @@ class QValues(AbstractNetworkOutput):
     """
 
     q_values: Float[Array, " num_actions"]
+
+    @classmethod
+    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
+        return discrete_action_count(cls, action_space, env_name=env_name)
 
 
 class AbstractPolicyOutput(AbstractNetworkOutput):
@@ -226,6 +288,10 @@ class AbstractPolicyOutput(AbstractNetworkOutput):
 
         A `distrax.Distribution` whose events are single actions.
         """
+
+    @abc.abstractmethod
+    def mode(self) -> Array:
+        """The most likely action of the distribution (the first one on ties)."""
 
 
 @final
@@ -250,6 +316,13 @@ class PolicyLogits(AbstractPolicyOutput):
     def distribution(self) -> distrax.Categorical:
         """The categorical distribution `softmax(logits)` over action indices."""
         return distrax.Categorical(logits=self.logits)
+
+    def mode(self) -> Int[Array, ""]:
+        return jnp.argmax(self.logits).astype(jnp.int32)
+
+    @classmethod
+    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
+        return discrete_action_count(cls, action_space, env_name=env_name)
 
 
 @final
@@ -284,6 +357,106 @@ class GaussianParams(AbstractPolicyOutput):
     def distribution(self) -> distrax.MultivariateNormalDiag:
         """The Gaussian with mean `mean` and standard deviations `exp(log_std)`."""
         return distrax.MultivariateNormalDiag(self.mean, jnp.exp(self.log_std))
+
+    def mode(self) -> Float[Array, " action_size"]:
+        return self.mean
+
+    @classmethod
+    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
+        return real_action_size(cls, action_space, env_name=env_name)
+
+
+@final
+class TanhGaussianParams(AbstractPolicyOutput):
+    """A diagonal Gaussian squashed by `tanh` into the box `[low, high]`, with an optional value.
+
+    An action is `low + (high - low) * (tanh(u) + 1) / 2` for a Gaussian sample `u`; its
+    log-probability includes the change of variables. The distribution's entropy has
+    no closed form: policies report minus the log-probability of the sampled action
+    (an estimate of it with one sample).
+
+    Reference: Haarnoja et al., "Soft Actor-Critic: Off-Policy Maximum Entropy Deep
+    Reinforcement Learning with a Stochastic Actor", ICML 2018, appendix C.
+
+    **Arguments:**
+
+    - `mean`: the mean of the Gaussian of each action dimension, before squashing.
+    - `log_std`: the log standard deviation of each, before squashing.
+    - `low`, `high`: the bounds of each action dimension.
+    - `value`: a state-value estimate, or `None` for a policy-only network.
+    """
+
+    mean: Float[Array, " action_size"]
+    log_std: Float[Array, " action_size"]
+    low: Float[Array, " action_size"]
+    high: Float[Array, " action_size"]
+    value: Float[Array, ""] | None
+
+    def __init__(
+        self,
+        mean: Float[Array, " action_size"],
+        log_std: Float[Array, " action_size"],
+        low: Float[Array, " action_size"],
+        high: Float[Array, " action_size"],
+        value: Float[Array, ""] | None = None,
+    ):
+        self.mean = mean
+        self.log_std = log_std
+        self.low = low
+        self.high = high
+        self.value = value
+
+    def distribution(self) -> distrax.Transformed:
+        """The Gaussian `N(mean, exp(log_std))` pushed through `tanh` and scaled to `[low, high]`."""
+        half_width = (self.high - self.low) / 2
+        squash = distrax.Chain([distrax.ScalarAffine(self.low + half_width, half_width), distrax.Tanh()])
+        base = distrax.MultivariateNormalDiag(self.mean, jnp.exp(self.log_std))
+        return distrax.Transformed(base, distrax.Block(squash, ndims=1))
+
+    def mode(self) -> Float[Array, " action_size"]:
+        """The squashed mean (the image of the Gaussian's mode)."""
+        return self.low + (self.high - self.low) * (jnp.tanh(self.mean) + 1) / 2
+
+    @classmethod
+    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
+        return real_action_size(cls, action_space, env_name=env_name)
+
+
+def entropy_or_estimate(distribution: distrax.Distribution, log_prob: Float[Array, ""]) -> Float[Array, ""]:
+    """The entropy of `distribution`, or `-log_prob` where it has no closed form.
+
+    `log_prob` is the log-probability of an action drawn from `distribution`, so `-log_prob`
+    is an estimate of the entropy with one sample (a tanh-squashed Gaussian's entropy
+    has no closed form).
+    """
+    try:
+        return jnp.asarray(distribution.entropy())
+    except NotImplementedError:
+        return -jnp.asarray(log_prob)
+
+
+@final
+class DeterministicAction(AbstractNetworkOutput):
+    """One action vector chosen by the network, inside the box `[low, high]`.
+
+    What a deterministic actor emits (DDPG, TD3); a policy such as
+    [`podrace.policies.GaussianNoise`][] adds exploration around it.
+
+    Reference: Silver et al., "Deterministic Policy Gradient Algorithms", ICML 2014.
+
+    **Arguments:**
+
+    - `action`: the action.
+    - `low`, `high`: the bounds of each action dimension.
+    """
+
+    action: Float[Array, " action_size"]
+    low: Float[Array, " action_size"]
+    high: Float[Array, " action_size"]
+
+    @classmethod
+    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
+        return real_action_size(cls, action_space, env_name=env_name)
 
 
 @final

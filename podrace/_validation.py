@@ -10,11 +10,8 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from ._types import (
     AbstractPolicyOutput,
     AbstractSpace,
-    Box,
     Discrete,
-    GaussianParams,
     ObservationActionReward,
-    PolicyLogits,
     QValues,
 )
 
@@ -129,35 +126,17 @@ def check_agent_fits(
     - `env_name`: how to name the environment in messages.
     """
     policy.check_action_space(action_space)
-    continuous = issubclass(network.output_type, GaussianParams)
-    if isinstance(action_space, Discrete):
-        if continuous:
-            raise ValueError(
-                f"The network's head emits {network.output_type.__name__} (continuous actions) but {env_name} "
-                f"has {action_space.num_values} discrete actions; build the network with a PolicyLogitHead "
-                f"or a QValueHead with num_actions={action_space.num_values}."
-            )
-        if network.num_actions != action_space.num_values:
+    action_size = network.output_type.action_size(action_space, env_name=env_name)
+    if network.num_actions != action_size:
+        if isinstance(action_space, Discrete):
             raise ValueError(
                 f"The network's head has {network.num_actions} outputs but {env_name} has "
-                f"{action_space.num_values} actions; build the head with num_actions={action_space.num_values}."
+                f"{action_size} actions; build the head with num_actions={action_size}."
             )
-    if isinstance(action_space, Box) and issubclass(network.output_type, (QValues, PolicyLogits)):
         raise ValueError(
-            f"The network's head emits {network.output_type.__name__} (discrete actions) but {env_name} has "
-            f"continuous actions of shape {action_space.shape}; build the network with a GaussianHead."
+            f"The network's head has action size {network.num_actions} but {env_name}'s actions have shape "
+            f"{getattr(action_space, 'shape', None)}; build the head with action_size={action_size}."
         )
-    if isinstance(action_space, Box) and continuous:
-        if len(action_space.shape) != 1:
-            raise ValueError(
-                f"The network's head emits flat action vectors but {env_name}'s actions have shape "
-                f"{action_space.shape}; flatten the action space to one dimension."
-            )
-        if network.num_actions != action_space.shape[0]:
-            raise ValueError(
-                f"The network's head has action size {network.num_actions} but {env_name}'s actions have shape "
-                f"{action_space.shape}; build the head with action_size={action_space.shape[0]}."
-            )
     check_reads(network, policy, role="policy")
     if network.reads_previous_action_reward and not isinstance(observation, ObservationActionReward):
         raise ValueError(

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Shaped
 
-from ._types import AbstractNetworkOutput, PolicyStep, Trajectory
+from ._types import AbstractNetworkOutput, PolicyStep, Trajectory, entropy_or_estimate
 from .networks import AbstractNetwork
 from .policies import AbstractPolicy
 
@@ -131,6 +131,7 @@ class Agent(AbstractAgent):
 
         def one_step(output: AbstractNetworkOutput, action: Array) -> tuple[Array, Array]:
             distribution = self.policy.distribution(output)
-            return jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy())
+            log_prob = jnp.asarray(distribution.log_prob(action))
+            return log_prob, entropy_or_estimate(distribution, log_prob)
 
         return jax.vmap(one_step)(outputs, actions)

@@ -295,6 +295,28 @@ def gaussian_network(
     return pr.networks.FeedForwardNetwork(torso, head)
 
 
+def bounded_network(
+    key: PRNGKeyArray,
+    head: Callable[..., pr.networks.AbstractHead],
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    action_size: int = 2,
+    **head_options: Any,
+) -> pr.networks.FeedForwardNetwork:
+    """An MLP with a head of actions inside [-1, 2] (`TanhGaussianHead` or `DeterministicHead`)."""
+    torso_key, head_key = jax.random.split(key)
+    torso = pr.networks.MLPTorso(observation_shape, (8,), key=torso_key)
+    return pr.networks.FeedForwardNetwork(torso, head(8, action_size, low=-1.0, high=2.0, key=head_key, **head_options))
+
+
+# Critics of continuous actions, on `OBS_SHAPE` observations and `NUM_ACTIONS`-sized actions.
+CRITICS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractCritic]] = {
+    "mlp-twin-critic": lambda key: pr.networks.MLPCritic(OBS_SHAPE, NUM_ACTIONS, (8,), key=key),
+    "mlp-one-critic-two-layers-tanh": lambda key: pr.networks.MLPCritic(
+        OBS_SHAPE, NUM_ACTIONS, (8, 6), num_critics=1, activation=jax.nn.tanh, key=key
+    ),
+}
+
+
 def separate_actor_critic_network(
     key: PRNGKeyArray, observation_shape: tuple[int, ...] = OBS_SHAPE, num_actions: int = NUM_ACTIONS
 ) -> pr.networks.ActorCriticNetwork:
@@ -399,7 +421,7 @@ def random_observations(network: pr.networks.AbstractNetwork, seed: int, batch: 
     if not network.reads_previous_action_reward:
         return observations
     rng = np.random.default_rng(seed + 1000)
-    if network.output_type is pr.GaussianParams:
+    if not issubclass(network.output_type, (pr.QValues, pr.PolicyLogits)):
         actions = jnp.asarray(rng.normal(size=(batch, network.num_actions)), jnp.float32)
     else:
         actions = jnp.asarray(rng.integers(0, network.num_actions, batch), jnp.int32)
@@ -427,6 +449,11 @@ NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
     ),
     "mlp-gaussian-softplus-std": lambda key: gaussian_network(key, action_size=NUM_ACTIONS, std="softplus"),
     "mlp-gaussian-lecun-normal": lambda key: lecun_normal_gaussian_network(key, action_size=NUM_ACTIONS),
+    "mlp-tanh-gaussian": lambda key: bounded_network(key, pr.networks.TanhGaussianHead, action_size=NUM_ACTIONS),
+    "mlp-tanh-gaussian-with-value": lambda key: bounded_network(
+        key, pr.networks.TanhGaussianHead, action_size=NUM_ACTIONS, with_value=True
+    ),
+    "mlp-deterministic": lambda key: bounded_network(key, pr.networks.DeterministicHead, action_size=NUM_ACTIONS),
     "conv-q": conv_q_network,
     "gru-actor-critic": recurrent_network,
     "lstm-q": lambda key: recurrent_network(key, core="lstm", output_type=pr.QValues),
@@ -448,7 +475,12 @@ def network_for(output_type: type, key: PRNGKeyArray, **kwargs: Any) -> pr.netwo
 
 def agent(network: pr.networks.AbstractNetwork) -> pr.Agent:
     """`network` with the usual policy for its outputs (greedy, categorical or Gaussian)."""
-    policies = {pr.QValues: pr.policies.Greedy, pr.PolicyLogits: pr.policies.Categorical}
+    policies = {
+        pr.QValues: pr.policies.Greedy,
+        pr.PolicyLogits: pr.policies.Categorical,
+        pr.TanhGaussianParams: pr.policies.TanhGaussian,
+        pr.DeterministicAction: pr.policies.Deterministic,
+    }
     return pr.Agent(network, policies.get(network.output_type, pr.policies.Gaussian)())
 
 
@@ -465,6 +497,16 @@ def random_output(
         # `num_actions` is the action size; log-stds in a moderate range around 0.
         template = pr.GaussianParams(jnp.zeros(num_actions), jnp.zeros(num_actions))
         return eqx.tree_at(lambda o: (o.mean, o.log_std), template, (values, 0.5 * jnp.tanh(values[..., ::-1])))
+    # Bounded outputs: actions in [-1, 2] in every dimension.
+    low, high = jnp.full((*batch, num_actions), -1.0), jnp.full((*batch, num_actions), 2.0)
+    zeros = jnp.zeros(num_actions)
+    if output_type is pr.TanhGaussianParams:
+        template = pr.TanhGaussianParams(zeros, zeros, zeros, zeros)
+        leaves = (values, 0.5 * jnp.tanh(values[..., ::-1]), low, high)
+        return eqx.tree_at(lambda o: (o.mean, o.log_std, o.low, o.high), template, leaves)
+    if output_type is pr.DeterministicAction:
+        template = pr.DeterministicAction(zeros, zeros, zeros)
+        return eqx.tree_at(lambda o: (o.action, o.low, o.high), template, (0.5 + 1.5 * jnp.tanh(values), low, high))
     raise NotImplementedError(output_type)
 
 
@@ -487,6 +529,10 @@ POLICIES: dict[str, tuple[Callable[[], pr.policies.AbstractPolicy], type[pr.Abst
     "mode": (pr.policies.Mode, pr.PolicyLogits),
     "gaussian": (pr.policies.Gaussian, pr.GaussianParams),
     "mode-gaussian": (pr.policies.Mode, pr.GaussianParams),
+    "tanh-gaussian": (pr.policies.TanhGaussian, pr.TanhGaussianParams),
+    "mode-tanh-gaussian": (pr.policies.Mode, pr.TanhGaussianParams),
+    "deterministic": (pr.policies.Deterministic, pr.DeterministicAction),
+    "gaussian-noise": (lambda: pr.policies.GaussianNoise(0.3), pr.DeterministicAction),
 }
 
 # --------------------------------------------------------------------------------------

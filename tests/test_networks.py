@@ -55,8 +55,19 @@ def test_network_output_type_and_shapes(name):
     assert isinstance(network, pr.networks.AbstractNetwork)
     assert network.num_actions == helpers.NUM_ACTIONS
     helpers.assert_trees_close(jax.eval_shape(lambda: carry), jax.eval_shape(network.initial_carry))
-    values = {pr.QValues: "q_values", pr.PolicyLogits: "logits", pr.GaussianParams: "mean"}[type(output)]
+    values = {
+        pr.QValues: "q_values",
+        pr.PolicyLogits: "logits",
+        pr.GaussianParams: "mean",
+        pr.TanhGaussianParams: "mean",
+        pr.DeterministicAction: "action",
+    }[type(output)]
     assert getattr(output, values).shape == (helpers.NUM_ACTIONS,) and getattr(output, values).dtype == jnp.float32
+    if isinstance(output, pr.DeterministicAction | pr.TanhGaussianParams):  # bounded heads of helpers.bounded_network
+        np.testing.assert_array_equal(output.low, -1.0)
+        np.testing.assert_array_equal(output.high, 2.0)
+    if isinstance(output, pr.DeterministicAction):
+        assert np.all((output.action > -1.0) & (output.action < 2.0))
 
 
 @pytest.mark.parametrize("name", helpers.NETWORKS)
@@ -620,3 +631,19 @@ def test_actor_critic_network_takes_any_torso():
     output, _ = network(observation, ())
     assert network.output_type is pr.GaussianParams and network.num_actions == 2
     np.testing.assert_allclose(output.value, network.value_head(critic(observation)), rtol=1e-6)
+
+
+def test_bounded_heads_refuse_empty_bounds():
+    for head in (pr.networks.TanhGaussianHead, pr.networks.DeterministicHead):
+        with pytest.raises(ValueError, match=r"low must be below high.*action space"):
+            head(4, 2, low=[-1.0, 1.0], high=1.0, key=jax.random.key(0))
+        with pytest.raises(ValueError, match="2 numbers each"):
+            head(4, 2, low=[-1.0, 0.0, 1.0], high=2.0, key=jax.random.key(0))
+
+
+def test_a_tanh_gaussian_head_keeps_its_log_std_inside_its_range():
+    head = pr.networks.TanhGaussianHead(4, 2, min_log_std=-3.0, max_log_std=1.0, key=jax.random.key(0))
+    output = jax.vmap(head)(100.0 * helpers.normal(0, (64, 4)))
+    assert np.all(output.log_std >= -3.0) and np.all(output.log_std <= 1.0)
+    with pytest.raises(ValueError, match="min_log_std must be below max_log_std"):
+        pr.networks.TanhGaussianHead(4, 2, min_log_std=1.0, max_log_std=1.0, key=jax.random.key(0))

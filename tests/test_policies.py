@@ -39,9 +39,9 @@ FREQUENCIES = helpers.Compiled(_action_frequencies)
 
 # Registry entries whose policies act without randomness, and those that act in Box
 # action spaces (with their continuous entries).
-DETERMINISTIC = {"greedy", "mode", "mode-gaussian"}
-CONTINUOUS = {"gaussian", "mode-gaussian"}
-ALSO_CONTINUOUS = {"mode", "mode-gaussian", "gaussian"}
+DETERMINISTIC = {"greedy", "mode", "mode-gaussian", "mode-tanh-gaussian", "deterministic"}
+CONTINUOUS = {"gaussian", "mode-gaussian", "tanh-gaussian", "mode-tanh-gaussian", "deterministic", "gaussian-noise"}
+ALSO_CONTINUOUS = {"mode", *CONTINUOUS}
 
 
 def _policy(name):
@@ -70,7 +70,9 @@ def test_policy_step_is_consistent_with_its_distribution(name):
         assert float(step.log_prob) <= 0.0 and float(step.entropy) >= 0.0
     distribution = policy.distribution(output)
     np.testing.assert_allclose(step.log_prob, distribution.log_prob(step.action), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(step.entropy, distribution.entropy(), rtol=1e-5, atol=1e-6)
+    # The distribution's entropy, or minus the log-probability where it has no closed form.
+    entropy = pr.entropy_or_estimate(distribution, distribution.log_prob(step.action))
+    np.testing.assert_allclose(step.entropy, entropy, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", helpers.POLICIES)
@@ -308,3 +310,39 @@ def test_evaluate_with_the_mode_of_a_gaussian_network_on_pendulum():
     assert np.all(np.isfinite(result.returns)) and np.all(np.asarray(result.returns) <= 0.0)
     # The mode is the mean: the standard deviation changes nothing.
     helpers.assert_trees_close(run(1.5), result)
+
+
+BOUNDED = [name for name, (_, output_type) in helpers.POLICIES.items() if hasattr(output_type, "low")]
+
+
+@pytest.mark.parametrize("name", BOUNDED)
+def test_bounded_policies_act_inside_the_bounds_of_their_outputs(name):
+    policy = _policy(name)
+    outputs = _outputs(name, 30, 64)
+    steps = ACT_BATCH(policy, outputs, jax.random.split(jax.random.key(31), 64))
+    assert np.all(steps.action >= outputs.low) and np.all(steps.action <= outputs.high)
+    assert np.all(np.isfinite(steps.log_prob)) and np.all(np.isfinite(steps.entropy))
+
+
+def test_the_mode_of_a_tanh_gaussian_is_its_squashed_mean():
+    output = pr.TanhGaussianParams(jnp.asarray([0.0, 1.0]), jnp.zeros(2), jnp.asarray([-1.0, 0.0]), jnp.full(2, 2.0))
+    step = pr.policies.Mode()(output, jax.random.key(0))
+    np.testing.assert_allclose(step.action, [0.5, 1.0 + np.tanh(1.0)], rtol=1e-6)
+
+
+def test_a_tanh_gaussian_log_prob_includes_the_squashing():
+    # One dimension in [-1, 1]: log pi(a) = log N(u) - log(1 - tanh(u)^2) at a = tanh(u).
+    output = pr.TanhGaussianParams(jnp.asarray([0.3]), jnp.asarray([-0.2]), -jnp.ones(1), jnp.ones(1))
+    step = pr.policies.TanhGaussian()(output, jax.random.key(4))
+    u = np.arctanh(float(step.action[0]))
+    std = np.exp(-0.2)
+    expected = -0.5 * ((u - 0.3) / std) ** 2 - np.log(std * np.sqrt(2 * np.pi)) - np.log(1 - np.tanh(u) ** 2)
+    np.testing.assert_allclose(float(step.log_prob), expected, rtol=1e-4)
+    np.testing.assert_allclose(float(step.entropy), -expected, rtol=1e-4)
+
+
+def test_gaussian_noise_scales_with_the_action_range():
+    output = pr.DeterministicAction(jnp.zeros(2), jnp.asarray([-1.0, -4.0]), jnp.asarray([1.0, 4.0]))
+    keys = jax.random.split(jax.random.key(0), NUM_SAMPLES)
+    actions = jax.vmap(lambda key: pr.policies.GaussianNoise(0.1)(output, key).action)(keys)
+    np.testing.assert_allclose(np.std(np.asarray(actions), axis=0), [0.1, 0.4], rtol=0.05)

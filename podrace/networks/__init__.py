@@ -1,6 +1,7 @@
 """Networks: an abstract interface with a recurrent carry, torsos and heads, and their initialisations."""
 
 from ._base import AbstractNetwork as AbstractNetwork
+from .critics import AbstractCritic as AbstractCritic, MLPCritic as MLPCritic
 from .feedforward import (
     AbstractFeedForwardNetwork as AbstractFeedForwardNetwork,
     ActorCriticNetwork as ActorCriticNetwork,
@@ -9,9 +10,11 @@ from .feedforward import (
 from .heads import (
     AbstractHead as AbstractHead,
     AbstractValueHead as AbstractValueHead,
+    DeterministicHead as DeterministicHead,
     GaussianHead as GaussianHead,
     PolicyLogitHead as PolicyLogitHead,
     QValueHead as QValueHead,
+    TanhGaussianHead as TanhGaussianHead,
     ValueHead as ValueHead,
 )
 from .initializations import (
@@ -37,6 +40,7 @@ from .torsos import (
 __all__ = [
     "AbstractFeedForwardNetwork",
     "AbstractCore",
+    "AbstractCritic",
     "AbstractHead",
     "AbstractInitialization",
     "AbstractNetwork",
@@ -44,17 +48,20 @@ __all__ = [
     "AbstractValueHead",
     "ActorCriticNetwork",
     "ConvTorso",
+    "DeterministicHead",
     "FanInUniform",
     "FeedForwardNetwork",
     "GaussianHead",
     "GRUCore",
     "LecunNormal",
     "LSTMCore",
+    "MLPCritic",
     "MLPTorso",
     "Orthogonal",
     "ParameterSpec",
     "PolicyLogitHead",
     "QValueHead",
     "RecurrentNetwork",
+    "TanhGaussianHead",
     "ValueHead",
 ]

@@ -1,8 +1,9 @@
 """Layer helpers shared by torsos, cores and heads."""
 
 import functools
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import equinox as eqx
@@ -13,6 +14,12 @@ from .initializations import AbstractInitialization, FanInUniform, ParameterSpec
 
 
 LayerT = TypeVar("LayerT", bound=eqx.Module)
+
+
+def dense_layers(in_size: int, hidden_sizes: Sequence[int]) -> list[Callable[..., eqx.nn.Linear]]:
+    """The constructors of fully connected layers from `in_size` features through `hidden_sizes`."""
+    sizes = [in_size, *hidden_sizes]
+    return [functools.partial(eqx.nn.Linear, i, o) for i, o in itertools.pairwise(sizes)]
 
 
 def apply_linear(layer: eqx.nn.Linear, x: Float[Array, " in_features"]) -> Array:

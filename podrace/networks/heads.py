@@ -1,13 +1,22 @@
 import abc
 import functools
+from collections.abc import Sequence
 from typing import ClassVar, Generic, Literal, TypeVar, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._types import AbstractNetworkOutput, GaussianParams, PolicyLogits, QValues
+from .._types import (
+    AbstractNetworkOutput,
+    DeterministicAction,
+    GaussianParams,
+    PolicyLogits,
+    QValues,
+    TanhGaussianParams,
+)
 from .._validation import check_positive_int
 from ._layers import apply_linear, init_layers
 from .initializations import AbstractInitialization, FanInUniform
@@ -303,3 +312,149 @@ class GaussianHead(AbstractHead[GaussianParams]):
         else:
             log_std = self.log_std
         return GaussianParams(apply_linear(self.linear, features), log_std, value)
+
+
+def _action_bounds(
+    owner: str, low: float | Sequence[float], high: float | Sequence[float], action_size: int
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """`low` and `high` broadcast to one float per action dimension, checked to bound a box."""
+    check_positive_int(owner, "action_size", action_size)
+    try:
+        low_array = np.broadcast_to(np.asarray(low, np.float32), (action_size,))
+        high_array = np.broadcast_to(np.asarray(high, np.float32), (action_size,))
+    except ValueError as error:
+        raise ValueError(f"{owner}: low and high must be numbers or {action_size} numbers each ({error}).") from None
+    if not np.all(low_array < high_array):
+        raise ValueError(
+            f"{owner}: low must be below high in every action dimension, got low={low!r}, high={high!r}; "
+            "pass the bounds of the environment's action space."
+        )
+    return tuple(map(float, low_array)), tuple(map(float, high_array))
+
+
+@final
+class TanhGaussianHead(AbstractHead[TanhGaussianParams]):
+    """A tanh-squashed diagonal Gaussian policy head, with actions inside `[low, high]`.
+
+    Two linear layers give the Gaussian's mean and, through `tanh`, a log standard
+    deviation inside `[min_log_std, max_log_std]`, both functions of the state; the
+    [`podrace.TanhGaussianParams`][] it emits squash samples into the action bounds.
+    Pass the bounds of the environment's action space. Its `num_actions` is `action_size`.
+
+    Reference: Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", 2018
+    (the squashed Gaussian policy); the log standard deviation bounds `[-5, 2]` are
+    CleanRL's SAC's.
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `action_size`: the dimension of the (flat) action vector.
+    - `low`, `high`: the action bounds: numbers, or one per action dimension.
+    - `with_value`: whether to add a [`podrace.networks.ValueHead`][].
+    - `min_log_std`, `max_log_std`: the range of the log standard deviation.
+    - `initialization`: how the mean and log standard deviation layers are drawn (an
+        [`podrace.networks.AbstractInitialization`][]).
+    - `value_initialization`: the same for the value layer, with `with_value`.
+    - `key`: initialisation randomness.
+    """
+
+    mean_linear: eqx.nn.Linear
+    log_std_linear: eqx.nn.Linear
+    value_head: ValueHead | None
+    low: tuple[float, ...] = eqx.field(static=True)
+    high: tuple[float, ...] = eqx.field(static=True)
+    min_log_std: float = eqx.field(static=True)
+    max_log_std: float = eqx.field(static=True)
+    in_size: int = eqx.field(static=True)
+    action_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = TanhGaussianParams
+
+    def __init__(
+        self,
+        in_size: int,
+        action_size: int,
+        *,
+        low: float | Sequence[float] = -1.0,
+        high: float | Sequence[float] = 1.0,
+        with_value: bool = False,
+        min_log_std: float = -5.0,
+        max_log_std: float = 2.0,
+        initialization: AbstractInitialization = FanInUniform(),
+        value_initialization: AbstractInitialization = FanInUniform(),
+        key: PRNGKeyArray,
+    ):
+        self.low, self.high = _action_bounds("TanhGaussianHead", low, high, action_size)
+        if not min_log_std < max_log_std:
+            raise ValueError(
+                f"TanhGaussianHead: min_log_std must be below max_log_std, got {min_log_std} and {max_log_std}."
+            )
+        policy_key, value_key = jax.random.split(key)
+        layer = functools.partial(eqx.nn.Linear, in_size, action_size)
+        self.mean_linear, self.log_std_linear = init_layers(policy_key, layer, layer, initialization=initialization)
+        self.value_head = _value_head("TanhGaussianHead", in_size, with_value, value_initialization, value_key)
+        self.min_log_std, self.max_log_std = float(min_log_std), float(max_log_std)
+        self.in_size = in_size
+        self.action_size = self.num_actions = action_size
+        self.emits_value = with_value
+
+    def __call__(self, features: Float[Array, " in_size"]) -> TanhGaussianParams:
+        value = None if self.value_head is None else self.value_head(features)
+        squashed = jnp.tanh(apply_linear(self.log_std_linear, features))
+        log_std = self.min_log_std + (self.max_log_std - self.min_log_std) * (squashed + 1) / 2
+        low, high = jnp.asarray(self.low), jnp.asarray(self.high)
+        return TanhGaussianParams(apply_linear(self.mean_linear, features), log_std, low, high, value)
+
+
+@final
+class DeterministicHead(AbstractHead[DeterministicAction]):
+    """A deterministic actor's head: a linear layer through `tanh`, scaled into `[low, high]`.
+
+    Pass the bounds of the environment's action space. Its `num_actions` is
+    `action_size`; it emits no value.
+
+    Reference: Lillicrap et al., "Continuous control with deep reinforcement
+    learning", ICLR 2016 (DDPG's tanh output layer).
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `action_size`: the dimension of the (flat) action vector.
+    - `low`, `high`: the action bounds: numbers, or one per action dimension.
+    - `initialization`: how the layer's weights and bias are drawn (an
+        [`podrace.networks.AbstractInitialization`][]).
+    - `key`: initialisation randomness.
+    """
+
+    linear: eqx.nn.Linear
+    low: tuple[float, ...] = eqx.field(static=True)
+    high: tuple[float, ...] = eqx.field(static=True)
+    in_size: int = eqx.field(static=True)
+    action_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = DeterministicAction
+
+    def __init__(
+        self,
+        in_size: int,
+        action_size: int,
+        *,
+        low: float | Sequence[float] = -1.0,
+        high: float | Sequence[float] = 1.0,
+        initialization: AbstractInitialization = FanInUniform(),
+        key: PRNGKeyArray,
+    ):
+        self.low, self.high = _action_bounds("DeterministicHead", low, high, action_size)
+        (self.linear,) = init_layers(
+            key, functools.partial(eqx.nn.Linear, in_size, action_size), initialization=initialization
+        )
+        self.in_size = in_size
+        self.action_size = self.num_actions = action_size
+        self.emits_value = False
+
+    def __call__(self, features: Float[Array, " in_size"]) -> DeterministicAction:
+        low, high = jnp.asarray(self.low), jnp.asarray(self.high)
+        action = low + (high - low) * (jnp.tanh(apply_linear(self.linear, features)) + 1) / 2
+        return DeterministicAction(action, low, high)

@@ -1,6 +1,5 @@
 import abc
 import functools
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Literal, final
@@ -10,13 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Shaped
 
-from ._layers import apply_linear, init_layers
+from ._layers import apply_linear, dense_layers, init_layers
 from .initializations import AbstractInitialization, FanInUniform
-
-
-def _dense_layers(in_size: int, hidden_sizes: Sequence[int]) -> list[Callable[..., eqx.nn.Linear]]:
-    sizes = [in_size, *hidden_sizes]
-    return [functools.partial(eqx.nn.Linear, i, o) for i, o in itertools.pairwise(sizes)]
 
 
 class AbstractTorso(eqx.Module):
@@ -76,7 +70,7 @@ class MLPTorso(AbstractTorso):
         if not hidden_sizes or any(size <= 0 for size in hidden_sizes):
             raise ValueError(f"MLPTorso needs at least one positive hidden size, got {tuple(hidden_sizes)}.")
         self.layers = init_layers(
-            key, *_dense_layers(math.prod(observation_shape), hidden_sizes), initialization=initialization
+            key, *dense_layers(math.prod(observation_shape), hidden_sizes), initialization=initialization
         )
         self.activation = activation
         self.output_size = hidden_sizes[-1]
@@ -174,7 +168,7 @@ class ConvTorso(AbstractTorso):
                 )
             in_channels = out_channels
         layers = init_layers(
-            key, *convs, *_dense_layers(height * width * in_channels, hidden_sizes), initialization=initialization
+            key, *convs, *dense_layers(height * width * in_channels, hidden_sizes), initialization=initialization
         )
         self.convs = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Conv2d))
         self.layers = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Linear))

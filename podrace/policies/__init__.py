@@ -3,12 +3,26 @@
 from ._policies import (
     AbstractPolicy as AbstractPolicy,
     Categorical as Categorical,
+    Deterministic as Deterministic,
     EpsilonGreedy as EpsilonGreedy,
     Gaussian as Gaussian,
+    GaussianNoise as GaussianNoise,
     Greedy as Greedy,
     Mode as Mode,
     Softmax as Softmax,
+    TanhGaussian as TanhGaussian,
 )
 
 
-__all__ = ["AbstractPolicy", "Categorical", "EpsilonGreedy", "Gaussian", "Greedy", "Mode", "Softmax"]
+__all__ = [
+    "AbstractPolicy",
+    "Categorical",
+    "Deterministic",
+    "EpsilonGreedy",
+    "Gaussian",
+    "GaussianNoise",
+    "Greedy",
+    "Mode",
+    "Softmax",
+    "TanhGaussian",
+]

@@ -13,11 +13,14 @@ from .._types import (
     AbstractPolicyOutput,
     AbstractSpace,
     Box,
+    DeterministicAction,
     Discrete,
     GaussianParams,
     PolicyLogits,
     PolicyStep,
     QValues,
+    TanhGaussianParams,
+    entropy_or_estimate,
 )
 from .._validation import check_in_unit_interval, check_positive
 
@@ -39,8 +42,9 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
     def distribution(self, output: OutputT) -> distrax.Distribution:
         """The action distribution for one network output."""
 
+    @abc.abstractmethod
     def __call__(self, output: OutputT, key: PRNGKeyArray) -> PolicyStep:
-        """Samples an action for one network output.
+        """Chooses an action for one network output.
 
         **Arguments:**
 
@@ -51,10 +55,6 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
 
         The action with its log-probability and the distribution's entropy.
         """
-        distribution = self.distribution(output)
-        action = distribution.sample(seed=key)
-        log_prob = distribution.log_prob(action)
-        return PolicyStep(jnp.asarray(action), jnp.asarray(log_prob), jnp.asarray(distribution.entropy()))
 
     def at(self, step: Int[Array, ""]) -> "AbstractPolicy[OutputT]":
         """The policy that acts after `step` environment steps.
@@ -74,14 +74,30 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
         values = [jnp.asarray(getattr(self, f"{name}_schedule")(step), jnp.float32) for name in names]
         return eqx.tree_at(lambda policy: [getattr(policy, name) for name in names], self, values)
 
+    @abc.abstractmethod
     def check_action_space(self, action_space: AbstractSpace) -> None:
         """Raises `ValueError` if this policy cannot act in `action_space`."""
-        if not isinstance(action_space, Discrete):
-            raise ValueError(
-                f"{type(self).__name__} chooses among discrete actions, but the environment's "
-                f"action space is {action_space!r}; use a continuous-action policy for it "
-                f"(podrace.policies.Gaussian with a podrace.networks.GaussianHead)."
-            )
+
+
+def sample(distribution: distrax.Distribution, key: PRNGKeyArray) -> PolicyStep:
+    """An action drawn from `distribution`, with its log-probability and the entropy."""
+    return choose(distribution, jnp.asarray(distribution.sample(seed=key)))
+
+
+def choose(distribution: distrax.Distribution, action: Array) -> PolicyStep:
+    """`action`, chosen without randomness, with its log-probability under `distribution` and the entropy."""
+    log_prob = jnp.asarray(distribution.log_prob(action))
+    return PolicyStep(action, log_prob, entropy_or_estimate(distribution, log_prob))
+
+
+def check_discrete(policy: AbstractPolicy, action_space: AbstractSpace) -> None:
+    """Raises `ValueError`, naming continuous-action policies, unless `action_space` is `Discrete`."""
+    if not isinstance(action_space, Discrete):
+        raise ValueError(
+            f"{type(policy).__name__} chooses among discrete actions, but the environment's "
+            f"action space is {action_space!r}; use a continuous-action policy for it "
+            f"(podrace.policies.Gaussian with a podrace.networks.GaussianHead)."
+        )
 
 
 @final
@@ -99,9 +115,10 @@ class Greedy(AbstractPolicy[QValues]):
 
     def __call__(self, output: QValues, key: PRNGKeyArray) -> PolicyStep:
         del key
-        distribution = self.distribution(output)
-        action = jnp.argmax(output.q_values).astype(jnp.int32)
-        return PolicyStep(action, jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy()))
+        return choose(self.distribution(output), jnp.argmax(output.q_values).astype(jnp.int32))
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        check_discrete(self, action_space)
 
 
 @final
@@ -132,6 +149,12 @@ class EpsilonGreedy(AbstractPolicy[QValues]):
     def distribution(self, output: QValues) -> distrax.EpsilonGreedy:
         return distrax.EpsilonGreedy(output.q_values, self.epsilon)  # pyright: ignore[reportArgumentType]
 
+    def __call__(self, output: QValues, key: PRNGKeyArray) -> PolicyStep:
+        return sample(self.distribution(output), key)
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        check_discrete(self, action_space)
+
 
 @final
 class Softmax(AbstractPolicy[QValues]):
@@ -156,6 +179,12 @@ class Softmax(AbstractPolicy[QValues]):
     def distribution(self, output: QValues) -> distrax.Softmax:
         return distrax.Softmax(output.q_values, self.temperature)  # pyright: ignore[reportArgumentType]
 
+    def __call__(self, output: QValues, key: PRNGKeyArray) -> PolicyStep:
+        return sample(self.distribution(output), key)
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        check_discrete(self, action_space)
+
 
 @final
 class Categorical(AbstractPolicy[PolicyLogits]):
@@ -165,6 +194,12 @@ class Categorical(AbstractPolicy[PolicyLogits]):
 
     def distribution(self, output: PolicyLogits) -> distrax.Categorical:
         return output.distribution()
+
+    def __call__(self, output: PolicyLogits, key: PRNGKeyArray) -> PolicyStep:
+        return sample(self.distribution(output), key)
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        check_discrete(self, action_space)
 
 
 @final
@@ -182,6 +217,9 @@ class Gaussian(AbstractPolicy[GaussianParams]):
     def distribution(self, output: GaussianParams) -> distrax.MultivariateNormalDiag:
         return output.distribution()
 
+    def __call__(self, output: GaussianParams, key: PRNGKeyArray) -> PolicyStep:
+        return sample(self.distribution(output), key)
+
     def check_action_space(self, action_space: AbstractSpace) -> None:
         _check_real_vectors(
             "Gaussian",
@@ -192,15 +230,118 @@ class Gaussian(AbstractPolicy[GaussianParams]):
 
 
 @final
+class TanhGaussian(AbstractPolicy[TanhGaussianParams]):
+    """Samples bounded action vectors from the tanh-squashed Gaussian of a
+    [`podrace.networks.TanhGaussianHead`][].
+
+    Every action lies inside the head's bounds. The log-probability includes the
+    squashing's change of variables; the reported entropy is minus the log-probability
+    of the sampled action (the squashed distribution's entropy has no closed form).
+
+    Reference: Haarnoja et al., "Soft Actor-Critic: Off-Policy Maximum Entropy Deep
+    Reinforcement Learning with a Stochastic Actor", ICML 2018.
+    """
+
+    input_type = TanhGaussianParams
+
+    def distribution(self, output: TanhGaussianParams) -> distrax.Transformed:
+        return output.distribution()
+
+    def __call__(self, output: TanhGaussianParams, key: PRNGKeyArray) -> PolicyStep:
+        # The log-probability from the Gaussian sample: inverting tanh near the bounds loses precision.
+        distribution = self.distribution(output)
+        gaussian = distribution.distribution.sample(seed=key)
+        action, log_det = distribution.bijector.forward_and_log_det(gaussian)
+        log_prob = jnp.asarray(distribution.distribution.log_prob(gaussian)) - log_det
+        return PolicyStep(jnp.asarray(action), log_prob, entropy_or_estimate(distribution, log_prob))
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        _check_real_vectors(
+            "TanhGaussian",
+            "samples real action vectors",
+            action_space,
+            fix="use a discrete-action policy such as podrace.policies.Categorical for it",
+        )
+
+
+@final
+class Deterministic(AbstractPolicy[DeterministicAction]):
+    """Takes the action a deterministic actor emits (a [`podrace.DeterministicAction`][]),
+    with log-probability and entropy 0: to evaluate a DDPG or TD3 actor."""
+
+    input_type = DeterministicAction
+
+    def distribution(self, output: DeterministicAction) -> distrax.Independent:
+        return distrax.Independent(distrax.Deterministic(output.action), reinterpreted_batch_ndims=1)
+
+    def __call__(self, output: DeterministicAction, key: PRNGKeyArray) -> PolicyStep:
+        del key
+        return choose(self.distribution(output), output.action)
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        _check_real_vectors(
+            "Deterministic", "takes real action vectors", action_space, fix="use a discrete-action policy for it"
+        )
+
+
+@final
+class GaussianNoise(AbstractPolicy[DeterministicAction]):
+    """Explores around a deterministic actor's action with Gaussian noise, clipped to its bounds.
+
+    The noise's standard deviation is `std` times half the width of the action bounds
+    (TD3 and DDPG use `0.1`). The reported log-probability is the Gaussian's at the
+    clipped action, and the entropy the Gaussian's.
+
+    Reference: Fujimoto et al., "Addressing Function Approximation Error in
+    Actor-Critic Methods", ICML 2018 (TD3's exploration).
+
+    **Arguments:**
+
+    - `std`: the noise scale, relative to half the action range, > 0; an array leaf. Or
+        a schedule over environment steps, as for [`podrace.policies.EpsilonGreedy`][].
+    """
+
+    std: Float[Array, ""]
+    std_schedule: optax.Schedule | None
+    input_type = DeterministicAction
+
+    def __init__(self, std: ArrayLike | optax.Schedule):
+        self.std_schedule = std if callable(std) else None
+        self.std = jnp.asarray(std(0) if callable(std) else std, jnp.float32)
+
+    def __check_init__(self):
+        check_positive("GaussianNoise", "std", self.std)
+
+    def distribution(self, output: DeterministicAction) -> distrax.MultivariateNormalDiag:
+        scale = self.std * (output.high - output.low) / 2
+        return distrax.MultivariateNormalDiag(output.action, scale)
+
+    def __call__(self, output: DeterministicAction, key: PRNGKeyArray) -> PolicyStep:
+        distribution = self.distribution(output)
+        action = jnp.clip(distribution.sample(seed=key), output.low, output.high)
+        return choose(distribution, action)
+
+    def check_action_space(self, action_space: AbstractSpace) -> None:
+        _check_real_vectors(
+            "GaussianNoise",
+            "adds noise to real action vectors",
+            action_space,
+            fix="use a discrete-action policy for it",
+        )
+
+
+@final
 class Mode(AbstractPolicy[AbstractPolicyOutput]):
     """Takes the most likely action of a policy head: the mode of its action distribution.
 
-    The deterministic counterpart of [`podrace.policies.Categorical`][] and
-    [`podrace.policies.Gaussian`][], e.g. to evaluate a policy-gradient agent: the
-    argmax of the logits of a [`podrace.PolicyLogits`][] (the first one on ties, as an
-    `int32` index) and the mean of a [`podrace.GaussianParams`][]. It reads any
-    [`podrace.AbstractPolicyOutput`][] and acts in `Discrete` action spaces or in `Box`
-    action spaces of one dimension; the network's head decides which.
+    The deterministic counterpart of [`podrace.policies.Categorical`][],
+    [`podrace.policies.Gaussian`][] and [`podrace.policies.TanhGaussian`][], e.g. to
+    evaluate a policy-gradient agent: the argmax of the logits of a
+    [`podrace.PolicyLogits`][] (the first one on ties, as an `int32` index), the mean of
+    a [`podrace.GaussianParams`][] and the squashed mean of a
+    [`podrace.TanhGaussianParams`][]. It reads any [`podrace.AbstractPolicyOutput`][] and
+    acts in `Discrete` action spaces or in `Box` action spaces of one dimension; the
+    network's head decides which.
 
     The reported log-probability and entropy are those of the head's distribution
     (`output.distribution()`) at the chosen action, not those of the deterministic
@@ -214,11 +355,7 @@ class Mode(AbstractPolicy[AbstractPolicyOutput]):
 
     def __call__(self, output: AbstractPolicyOutput, key: PRNGKeyArray) -> PolicyStep:
         del key
-        distribution = self.distribution(output)
-        action = jnp.asarray(distribution.mode())
-        if jnp.issubdtype(action.dtype, jnp.integer):
-            action = action.astype(jnp.int32)
-        return PolicyStep(action, jnp.asarray(distribution.log_prob(action)), jnp.asarray(distribution.entropy()))
+        return choose(self.distribution(output), output.mode())
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
         if not isinstance(action_space, Discrete):
