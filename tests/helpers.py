@@ -23,6 +23,8 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 import podrace as pr
 
+from . import off_policy_actor_critic
+
 
 # Observation shape and action count of the component-level contract tests: those of
 # the small pipeline's Catch, so that compiled pieces are shared between test modules.
@@ -428,8 +430,8 @@ def random_observations(network: pr.networks.AbstractNetwork, seed: int, batch: 
     return pr.ObservationActionReward(observations, actions, normal(seed + 2000, (batch,)))
 
 
-def random_carry(network: pr.networks.AbstractNetwork, seed: int, batch: int) -> Any:
-    """A batch of random carries of the network's structure, in (-1, 1) (`()` if it has none)."""
+def random_carry(network: pr.AbstractAgent | pr.networks.AbstractNetwork, seed: int, batch: int) -> Any:
+    """A batch of random carries of the network's (or agent's) structure, in (-1, 1) (`()` if it has none)."""
     leaves, treedef = jax.tree.flatten(network.initial_carry())
     noise = [jnp.tanh(normal(seed + i, (batch, *jnp.shape(leaf)))) for i, leaf in enumerate(leaves)]
     return jax.tree.unflatten(treedef, noise)
@@ -745,10 +747,10 @@ class LearnerCase:
         return pr.envs.PreviousActionReward(env) if self.previous_action_reward else env
 
     def random_trajectory(
-        self, network: pr.networks.AbstractNetwork, seed: int, num_steps: int, batch_size: int
+        self, agent: pr.AbstractAgent | pr.networks.AbstractNetwork, seed: int, num_steps: int, batch_size: int
     ) -> pr.Trajectory:
-        """Random trajectories for the case's environment, starting from random carries of `network`."""
-        kwargs = dict(previous_action_reward=self.previous_action_reward, carry=random_carry(network, seed, batch_size))
+        """Random trajectories for the case's environment, starting from random carries of `agent`."""
+        kwargs = dict(previous_action_reward=self.previous_action_reward, carry=random_carry(agent, seed, batch_size))
         if self.continuous:
             return random_trajectory(
                 seed, num_steps, batch_size, observation_shape=POINT_OBS_SHAPE, action_size=1, **kwargs
@@ -861,6 +863,13 @@ LEARNERS: dict[str, LearnerCase] = {
     ),
     "gru-td-lambda-q": LearnerCase(
         lambda key: recurrent_learner(key, pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9))
+    ),
+    # A learner family written outside the library (tests/off_policy_actor_critic.py).
+    # Each device replays its own environments' experience, as for DQN.
+    "ddpg-outside-the-library": LearnerCase(
+        lambda key: off_policy_actor_critic.ddpg_learner(key, POINT_OBS_SHAPE, 1, low=-1.0, high=1.0, optimizer=ADAM),
+        continuous=True,
+        device_invariant=False,
     ),
     "gru-gaussian-ppo-previous-action-reward": LearnerCase(
         lambda key: recurrent_learner(

@@ -20,7 +20,13 @@ def _update(learner, state, trajectory):
 
 
 def _act(learner, state, observation, key):
-    return learner.agent(state)(observation, learner.network.initial_carry(), key)
+    agent = learner.agent(state)
+    return agent(observation, agent.initial_carry(), key)
+
+
+def _act_initially(learner, observation, key):
+    agent = learner.initial_agent()
+    return agent(observation, agent.initial_carry(), key)
 
 
 def _updates(learner, state, trajectory, num_updates):
@@ -34,19 +40,40 @@ def _updates(learner, state, trajectory, num_updates):
 UPDATE = helpers.Compiled(_update)
 ACT = helpers.Compiled(_act)
 ACT_BATCH = helpers.Compiled(helpers.vmap_over_last(_act, 2))
+ACT_INITIALLY_BATCH = helpers.Compiled(helpers.vmap_over_last(_act_initially, 1))
 UPDATES = helpers.Compiled(_updates)
 
 
 def _setup(name, seed=0):
     case = helpers.LEARNERS[name]
     learner = case.make(jax.random.key(seed))
-    trajectory = case.random_trajectory(learner.network, seed, NUM_STEPS, BATCH)
+    trajectory = case.random_trajectory(learner.initial_agent(), seed, NUM_STEPS, BATCH)
     first = jax.tree.map(lambda x: x[0], trajectory.timestep)
     return learner, learner.init(jax.random.key(0), first), trajectory
 
 
 @pytest.mark.parametrize("name", helpers.LEARNERS)
 def test_learner_init(name):
+    learner, state, trajectory = _setup(name)
+    assert isinstance(learner.initial_agent(), pr.AbstractAgent) and isinstance(learner.agent(state), pr.AbstractAgent)
+    assert isinstance(learner.network_at(state), pr.networks.AbstractNetwork)
+    helpers.assert_trees_close(
+        state, learner.init(jax.random.key(0), jax.tree.map(lambda x: x[0], trajectory.timestep))
+    )
+    # Until the first update, the state acts as the learner's initial agent.
+    observations = jax.tree.map(lambda x: x[:4, 0], trajectory.timestep.observation)
+    keys = jax.random.split(jax.random.key(2), 4)
+    helpers.assert_trees_close(
+        ACT_BATCH(learner, state, observations, keys), ACT_INITIALLY_BATCH(learner, observations, keys)
+    )
+    # The device-local leaves name a prefix of the state.
+    jax.tree.map(lambda local, _: None, learner.device_local(state), state)
+
+
+@pytest.mark.parametrize(
+    "name", [name for name, case in helpers.LEARNERS.items() if hasattr(case.make(jax.random.key(0)), "optimizer")]
+)
+def test_learner_init_holds_the_initial_network_and_a_fresh_optimiser_state(name):
     learner, state, _ = _setup(name)
     assert int(state.num_updates) == 0 and state.num_updates.dtype == jnp.int32
     helpers.assert_trees_close(state.opt_state, learner.optimizer.init(state.params), rtol=0, atol=0)
@@ -73,7 +100,10 @@ def test_learner_update_is_deterministic_and_finite(name):
     for value in (metrics.loss, metrics.grad_norm, *metrics.terms.values()):
         assert value.shape == () and np.isfinite(float(value))
     assert float(metrics.grad_norm) > 0
-    helpers.assert_trees_differ(new_state.params, state.params)
+    helpers.assert_trees_differ(
+        eqx.filter(learner.network_at(new_state), eqx.is_inexact_array),
+        eqx.filter(learner.network_at(state), eqx.is_inexact_array),
+    )
 
 
 @pytest.mark.parametrize("name", helpers.LEARNERS)
@@ -81,7 +111,7 @@ def test_learner_update_traces_once(name):
     learner, state, _ = _setup(name)
     calls = []
     for seed in range(3):
-        trajectory = helpers.LEARNERS[name].random_trajectory(learner.network, seed, NUM_STEPS, BATCH)
+        trajectory = helpers.LEARNERS[name].random_trajectory(learner.initial_agent(), seed, NUM_STEPS, BATCH)
         calls.append((learner, state, trajectory))
         state, _ = UPDATE(learner, state, trajectory)
     helpers.check_traced_once(UPDATE, *calls)
@@ -93,11 +123,11 @@ def test_learner_act_vmap_equals_loop(name):
     observations = jax.tree.map(lambda x: x[:4, 0], trajectory.timestep.observation)
     keys = jax.random.split(jax.random.key(2), 4)
     steps, carry = helpers.check_vmap_equals_loop(ACT, ACT_BATCH, (learner, state), (observations, keys))
-    assert jax.tree.structure(carry) == jax.tree.structure(learner.network.initial_carry())
+    assert jax.tree.structure(carry) == jax.tree.structure(learner.initial_agent().initial_carry())
     assert steps.action.shape[0] == 4
     if not helpers.LEARNERS[name].continuous:
         assert steps.action.dtype == jnp.int32 and np.all((steps.action >= 0) & (steps.action < helpers.NUM_ACTIONS))
-    if isinstance(learner.policy, pr.policies.Greedy):  # greedy learners act with the argmax of their network
+    if isinstance(getattr(learner, "policy", None), pr.policies.Greedy):  # greedy learners act with their argmax
         q_values = jax.vmap(lambda o: learner.network(o, learner.network.initial_carry())[0].q_values)(observations)
         np.testing.assert_array_equal(steps.action, jnp.argmax(q_values, axis=-1))
 
@@ -107,7 +137,8 @@ def test_learner_act_vmap_equals_loop(name):
 Q_LEARNERS = [
     name
     for name, case in helpers.LEARNERS.items()
-    if isinstance(case.make(jax.random.key(0)).loss, pr.losses.AbstractQLoss) and case.device_invariant
+    if isinstance(getattr(case.make(jax.random.key(0)), "loss", None), pr.losses.AbstractQLoss)
+    and case.device_invariant
 ]
 
 

@@ -14,11 +14,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import podrace as pr
 from podrace import _cli_tasks as tasks
 from podrace.executors.actor import RlplayActor
+
+from . import off_policy_actor_critic
 
 
 NUM_SEEDS = 10
@@ -101,6 +104,41 @@ def test_solves_cartpole(algo):
 @pytest.mark.slow
 def test_gaussian_ppo_solves_pendulum():
     _assert_defaults_solve("pendulum", "ppo")
+
+
+# The settings of Fujimoto et al.'s DDPG baseline (2018: Adam at 1e-3 for both networks,
+# tau 0.005, Gaussian exploration noise 0.1 of the action range, one gradient step per
+# environment step), with smaller networks (64, 64) and batches of 128.
+DDPG_OPTIMIZER = optax.adam(1e-3)
+
+
+@pytest.mark.slow
+def test_a_learner_written_outside_the_library_solves_pendulum():
+    env = pr.envs.pendulum_v1()
+    num_envs, num_steps = 4, 20_000
+
+    def member(key):
+        learner = off_policy_actor_critic.ddpg_learner(
+            key,
+            env.observation_space.shape,
+            1,
+            low=-2.0,
+            high=2.0,
+            hidden_sizes=(64, 64),
+            optimizer=DDPG_OPTIMIZER,
+            buffer_size=num_steps,
+            batch_size=128,
+            min_replay_size=1_000,
+            gradient_steps=num_envs,
+        )
+        return pr.Anakin(env, learner, num_envs=num_envs, rollout_length=1)
+
+    population = pr.Population(member, jax.random.split(jax.random.key(0), NUM_SEEDS))
+    result = population.train(population.init(jax.random.key(1)), num_updates=num_steps // num_envs)
+    evaluation = pr.evaluate_population(
+        env, population.networks(result.state), pr.policies.Deterministic(), num_episodes=16, key=jax.random.key(2)
+    )
+    _assert_solved(np.asarray(evaluation.returns).mean(axis=1), tasks.THRESHOLDS["pendulum"])
 
 
 # --------------------------------------------------------------------------------------

@@ -1,23 +1,40 @@
-"""Learners: how experience turns into parameter updates."""
+"""Learners: how experience turns into parameter updates.
 
+A new learner subclasses [`podrace.learners.AbstractLearner`][] and builds on the parts
+here: [`podrace.learners.SequenceReplay`][] for experience, `gradient_step` (with
+`apply_gradients` and `loss_gradients`) for optimiser steps averaged over devices,
+`with_params` to put learnt arrays back into a network, and `check_agent_fits` for its
+fit check.
+"""
+
+from .._validation import check_agent_fits as check_agent_fits
 from .dqn import DQNLearner as DQNLearner, DQNState as DQNState
 from .learner import (
     AbstractLearner as AbstractLearner,
     Learner as Learner,
     LearnerState as LearnerState,
+    apply_gradients as apply_gradients,
     as_transitions as as_transitions,
+    gradient_step as gradient_step,
+    loss_gradients as loss_gradients,
     shuffled_minibatches as shuffled_minibatches,
+    with_params as with_params,
 )
 from .replay import SequenceReplay as SequenceReplay
 
 
 __all__ = [
     "AbstractLearner",
+    "apply_gradients",
     "as_transitions",
+    "check_agent_fits",
     "DQNLearner",
     "DQNState",
+    "gradient_step",
     "Learner",
     "LearnerState",
+    "loss_gradients",
     "SequenceReplay",
     "shuffled_minibatches",
+    "with_params",
 ]

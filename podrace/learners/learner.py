@@ -99,9 +99,13 @@ class AbstractLearner(eqx.Module, Generic[StateT]):
         """
 
 
-def with_params(network: AbstractNetwork, params: PyTree[Array]) -> AbstractNetwork:
-    """`network` with its trainable arrays replaced by `params`."""
-    return eqx.combine(params, eqx.filter(network, eqx.is_inexact_array, inverse=True))
+ModuleT = TypeVar("ModuleT", bound=eqx.Module)
+
+
+def with_params(module: ModuleT, params: PyTree[Array]) -> ModuleT:
+    """`module` (a network, a critic) with its trainable arrays replaced by `params`
+    (a pytree as `eqx.filter(module, eqx.is_inexact_array)` gives)."""
+    return eqx.combine(params, eqx.filter(module, eqx.is_inexact_array, inverse=True))
 
 
 _NON_FINITE = "podrace: loss term"
