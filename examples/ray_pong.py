@@ -67,7 +67,13 @@ class PointReinforceLoss(pr.losses.AbstractTrajectoryLoss):
 
     input_type = pr.AbstractPolicyOutput
 
-    def trajectory_loss(self, agent: pr.Agent, trajectory: pr.Trajectory) -> tuple[Float[Array, ""], pr.LossTerms]:
+    def check_output(self, output: pr.AbstractNetworkOutput) -> None:
+        del output  # any policy head: the loss reads its distribution alone
+
+    def trajectory_loss(
+        self, agent: pr.Agent, trajectory: pr.Trajectory, target_network: pr.networks.AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], pr.LossTerms]:
+        pr.losses.refuse_target_network(self, target_network)
         timestep = trajectory.timestep
         # Each point is an episode of its own: it ends at a non-zero reward (or the game's end).
         point_ends = timestep.terminated | (timestep.reward != 0)

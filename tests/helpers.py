@@ -202,6 +202,9 @@ class Point(pr.envs.AbstractEnv[PointState]):
         reward = -jnp.abs(state.position[0])
         return state, pr.TimeStep.transition(state.position, reward, reward > -0.1)
 
+    def render(self, state: PointState) -> Array:
+        raise pr.envs.cannot_render(self)
+
 
 # Mostly the small pipeline's board: op-by-op (eager) runs then share compiled primitives.
 ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {

@@ -59,6 +59,68 @@ def test_only_abstract_classes_are_subclassed(name):
             assert base.__name__.startswith("Abstract"), f"{name} subclasses the concrete {base.__qualname__}"
 
 
+def _is_method(value) -> bool:
+    return inspect.isfunction(value) or isinstance(value, property | classmethod | staticmethod)
+
+
+def _is_abstract_method(value) -> bool:
+    function = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+    return getattr(function, "__isabstractmethod__", False)
+
+
+def _is_declaration(annotation) -> bool:
+    """An abstract attribute: `eqx.AbstractVar`, `eqx.AbstractClassVar`, or a `ClassVar`
+    annotation without a value."""
+    text = str(annotation)
+    return any(kind in text for kind in ("AbstractVar", "AbstractClassVar", "ClassVar"))
+
+
+def _concrete_overrides(cls) -> list[str]:
+    """The members `cls` defines that a podrace base already defines concretely."""
+    own = vars(cls)
+    names = {name for name in own if not name.startswith(("__", "_abc_")) or name == "__call__"}
+    names |= set(own.get("__annotations__", {}))
+    offences = []
+    for name in sorted(names):
+        for base in cls.__mro__[1:]:
+            if not base.__module__.startswith("podrace"):
+                continue
+            inherited = vars(base)
+            if name in inherited:
+                value = inherited[name]
+                if not (_is_method(value) and _is_abstract_method(value)):
+                    offences.append(f"{cls.__qualname__}.{name} overrides {base.__qualname__}.{name}")
+                break
+            if name in inherited.get("__annotations__", {}):
+                if not _is_declaration(inherited["__annotations__"][name]):
+                    offences.append(f"{cls.__qualname__}.{name} redeclares the field {base.__qualname__}.{name}")
+                break
+    return offences
+
+
+def test_only_abstract_methods_and_attributes_are_overridden():
+    # Equinox's abstract-or-final pattern: a concrete member, once written, is final.
+    offences = [offence for cls in CLASSES.values() for offence in _concrete_overrides(cls)]
+    assert not offences, offences
+
+
+def test_the_override_rule_finds_an_override():
+    class AbstractBase(pr.envs.AbstractEnv):
+        def helper(self):
+            return 1
+
+    class Concrete(AbstractBase):
+        def helper(self):
+            return 2
+
+    Concrete.__module__ = AbstractBase.__module__ = "podrace.example"
+    (offence,) = _concrete_overrides(Concrete)
+    assert offence.endswith(
+        "Concrete.helper overrides test_the_override_rule_finds_an_override.<locals>.AbstractBase.helper"
+    )
+    assert _concrete_overrides(AbstractBase) == []  # implementing the abstract `render` etc. is allowed
+
+
 @pytest.mark.parametrize("name", sorted(CLASSES))
 def test_every_class_has_a_docstring(name):
     cls = CLASSES[name]

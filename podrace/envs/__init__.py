@@ -1,6 +1,6 @@
 """Environments: the abstract interface, built-in JAX environments and wrappers."""
 
-from ._base import AbstractEnv as AbstractEnv
+from ._base import AbstractEnv as AbstractEnv, cannot_render as cannot_render
 from .cartpole import CartPole as CartPole, CartPoleState as CartPoleState, cartpole_v1 as cartpole_v1
 from .catch import Catch as Catch, CatchState as CatchState
 from .checker import EnvCheckError as EnvCheckError, EnvCheckReport as EnvCheckReport, check_env as check_env
@@ -30,6 +30,7 @@ from .wrappers import (
 
 __all__ = [
     "AbstractEnv",
+    "cannot_render",
     "check_env",
     "EnvCheckError",
     "EnvCheckReport",

@@ -63,11 +63,12 @@ class AbstractEnv(eqx.Module, Generic[StateT]):
     def action_space(self) -> AbstractSpace:
         """The space of actions."""
 
+    @abc.abstractmethod
     def render(self, state: StateT) -> UInt8[Array, "height width 3"]:
         """Draws a state as an RGB picture, in JAX (so `jit`, `vmap` and `scan` take it).
 
-        The picture's shape is fixed for an environment. Environments that do not draw
-        raise `NotImplementedError`.
+        The picture's shape is fixed for an environment. An environment that does not
+        draw raises `NotImplementedError` (`raise cannot_render(self)`).
 
         **Arguments:**
 
@@ -77,7 +78,12 @@ class AbstractEnv(eqx.Module, Generic[StateT]):
 
         The picture, `uint8` of shape `(height, width, 3)`.
         """
-        raise NotImplementedError(
-            f"{type(self).__name__} does not implement `render`: override "
-            f"`render(self, state)` to draw its states as uint8 (height, width, 3) pictures."
-        )
+
+
+def cannot_render(env: AbstractEnv) -> NotImplementedError:
+    """The error an environment that does not draw raises from `render`:
+    `def render(self, state): raise cannot_render(self)`."""
+    return NotImplementedError(
+        f"{type(env).__name__} does not implement `render`: implement `render(self, state)` to draw its "
+        "states as uint8 (height, width, 3) pictures."
+    )

@@ -14,10 +14,10 @@ from typing import final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, UInt8
 
 from .._types import Box, Discrete, TimeStep
-from ._base import AbstractEnv
+from ._base import AbstractEnv, cannot_render
 
 
 @final
@@ -56,6 +56,9 @@ class AbstractProbe(AbstractEnv[ProbeState]):
     @property
     def action_space(self) -> Discrete:
         return Discrete(2)
+
+    def render(self, state: ProbeState) -> UInt8[Array, "height width 3"]:
+        raise cannot_render(self)
 
     @property
     @abc.abstractmethod

@@ -11,7 +11,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 from .._types import AbstractSpace, TimeStep, Trajectory
 from .._validation import check_parts_fit, check_positive_int, check_reads
 from ..agent import AbstractAgent, Agent
-from ..losses import AbstractLoss
+from ..losses import AbstractLoss, AbstractTrajectoryLoss
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import LossTerms, UpdateMetrics
@@ -261,7 +261,7 @@ class Learner(AbstractLearner[LearnerState]):
                     "Learner: minibatches_of='transitions' needs a feed-forward network; a recurrent network "
                     "unrolls over whole trajectories: use minibatches_of='trajectories'."
                 )
-            if type(self.loss).targets is AbstractLoss.targets:
+            if isinstance(self.loss, AbstractTrajectoryLoss):
                 raise ValueError(
                     f"Learner: minibatches_of='transitions' needs a loss that computes its targets once per update "
                     f"(such as PPOLoss); {type(self.loss).__name__} computes them from whole trajectories: use "

@@ -10,9 +10,11 @@ from jaxtyping import Array, Float
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import as_float_array, check_in_unit_interval, check_non_negative
 from ..agent import Agent
+from ..networks import AbstractNetwork
 from ..results import LossTerms
 from .base import (
     AbstractTrajectoryLoss,
+    bootstrap_values,
     cut_lambda_at_episode_ends,
     require_value,
     transition_mask,
@@ -25,8 +27,9 @@ from .value_learning import lambda_returns
 class A2CLoss(AbstractTrajectoryLoss):
     """Advantage actor-critic: a policy-gradient term, a value regression and an entropy bonus.
 
-    The value head regresses lambda-returns (bootstrapped from its own estimates,
-    stopped on termination, one-step at a truncation); the advantage is the return
+    The value head regresses lambda-returns (bootstrapped from its own estimates, or
+    a target network's where the learner passes one; stopped on termination,
+    one-step at a truncation); the advantage is the return
     minus the value. The policy term weights each `log pi(a_t | s_t)` by its
     advantage and by the importance weight `pi / mu` of the learnt policy over the
     behaviour policy, clamped at 1 (1 on-policy; it bounds the update when the acting
@@ -58,14 +61,17 @@ class A2CLoss(AbstractTrajectoryLoss):
     def check_output(self, output: AbstractNetworkOutput) -> None:
         require_value(self, output)
 
-    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+    def trajectory_loss(
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
         outputs = agent.outputs(trajectory)
         values = require_value(self, outputs)
+        bootstrap = bootstrap_values(self, agent, trajectory, target_network, values)
         returns = lambda_returns(
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
-            v_t=values[1:],
+            v_t=bootstrap[1:],
             lambda_=cut_lambda_at_episode_ends(self.lambda_, trajectory),
         )
         returns = jax.lax.stop_gradient(returns)

@@ -3,7 +3,7 @@ batch, and the masks and helpers its members share."""
 
 import abc
 from collections.abc import Callable
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import equinox as eqx
 import jax
@@ -17,16 +17,32 @@ from ..results import LossTerms
 from .value_learning import discounted_returns
 
 
+# Equinox's documented import: type checkers read it as the `ClassVar` it stands for.
+if TYPE_CHECKING:
+    from typing import ClassVar as AbstractClassVar
+else:
+    from equinox import AbstractClassVar
+
+
 class AbstractLoss(eqx.Module):
     """A differentiable objective for a time-major batch of trajectories `[T + 1, B]`.
 
-    Losses are interchangeable: a [`podrace.Learner`][] takes any of them as one
-    argument and calls it with its [`podrace.Agent`][] (the network with the parameters
-    being learnt and the policy over its outputs) and a batch of trajectories.
+    Losses are interchangeable: a learner takes any of them as one argument and calls
+    it with its [`podrace.Agent`][] (the network with the parameters being learnt and
+    the policy over its outputs), a batch of trajectories and, where it keeps one, the
+    network to bootstrap from (a target network). A member sets `input_type` in its
+    class body and implements the three methods below; most are a mean over
+    trajectories and subclass [`podrace.losses.AbstractTrajectoryLoss`][] instead.
+
+    **Attributes:**
+
+    - `input_type`: the [`podrace.AbstractNetworkOutput`][] subclass it reads (a class
+        attribute).
     """
 
-    input_type: ClassVar[type[AbstractNetworkOutput]]
+    input_type: AbstractClassVar[type[AbstractNetworkOutput]]
 
+    @abc.abstractmethod
     def targets(self, agent: Agent, trajectory: Trajectory) -> PyTree[Float[Array, "T B"]]:
         """What the loss takes from a batch of trajectories once, before its gradient steps.
 
@@ -35,8 +51,8 @@ class AbstractLoss(eqx.Module):
         collected the batch; a host collector that overlaps acting with learning acts
         one update behind), and splits the result along the environment axis with the
         trajectories: each minibatch step then reads its share instead of recomputing
-        it (PPO's advantages and value targets). The default, for losses that recompute
-        everything in every step, is `None`.
+        it (PPO's advantages and value targets). A loss that recomputes everything in
+        every step returns `None`.
 
         **Arguments:**
 
@@ -47,8 +63,6 @@ class AbstractLoss(eqx.Module):
 
         A pytree of time-major arrays `[T, B]`, one entry per transition, or `None`.
         """
-        del agent, trajectory
-        return None
 
     @abc.abstractmethod
     def __call__(
@@ -58,6 +72,7 @@ class AbstractLoss(eqx.Module):
         *,
         targets: PyTree[Float[Array, "T B"]] = None,
         axis_name: str | None = None,
+        target_network: AbstractNetwork | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
         """The loss of a batch of trajectories.
 
@@ -70,6 +85,9 @@ class AbstractLoss(eqx.Module):
             holds the parameters the update starts from).
         - `axis_name`: inside `shard_map`, the device axis the batch is split over (for
             statistics over the whole batch); `None` outside.
+        - `target_network`: a slowly updated copy of the network to bootstrap the
+            targets from (DQN's target network); `None` bootstraps from `agent`'s
+            network, its targets held constant.
 
         **Returns:**
 
@@ -77,6 +95,7 @@ class AbstractLoss(eqx.Module):
         logging and NaN checks).
         """
 
+    @abc.abstractmethod
     def check_output(self, output: AbstractNetworkOutput) -> None:
         """Raises `ValueError` if the loss cannot learn from `output` (e.g. it lacks a value).
 
@@ -84,15 +103,33 @@ class AbstractLoss(eqx.Module):
 
         - `output`: one network output, or its shapes (`jax.eval_shape`).
         """
-        del output
 
 
 class AbstractTrajectoryLoss(AbstractLoss):
-    """A loss that is the mean of a loss of each trajectory of the batch."""
+    """A loss that is the mean of a loss of each trajectory of the batch.
+
+    A member implements `trajectory_loss` for one trajectory `[T + 1]` (and
+    `check_output`); nothing is computed ahead of the gradient steps (`targets` is
+    `None`), and a mean of equal shares needs nothing from the other devices.
+    """
 
     @abc.abstractmethod
-    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
-        """The loss of one unbatched trajectory `[T + 1]` and its named terms."""
+    def trajectory_loss(
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        """The loss of one unbatched trajectory `[T + 1]` and its named terms.
+
+        **Arguments:**
+
+        - `agent`: the network whose parameters are being learnt, and its policy.
+        - `trajectory`: one trajectory.
+        - `target_network`: the network to bootstrap from, or `None` for `agent`'s own
+            (see [`podrace.losses.bootstrap_agent`][]).
+        """
+
+    def targets(self, agent: Agent, trajectory: Trajectory) -> None:
+        del agent, trajectory
+        return None
 
     def __call__(
         self,
@@ -101,11 +138,40 @@ class AbstractTrajectoryLoss(AbstractLoss):
         *,
         targets: PyTree[Float[Array, "T B"]] = None,
         axis_name: str | None = None,
+        target_network: AbstractNetwork | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
-        # Nothing is computed ahead (`targets` is None); a mean of equal shares needs
-        # nothing from the other devices.
         del targets, axis_name
-        return mean_over_trajectories(lambda one: self.trajectory_loss(agent, one), trajectory)
+        return mean_over_trajectories(lambda one: self.trajectory_loss(agent, one, target_network), trajectory)
+
+
+def bootstrap_agent(agent: Agent, target_network: AbstractNetwork | None) -> Agent:
+    """The agent whose outputs a loss bootstraps its targets from: `target_network` with
+    `agent`'s policy, or `agent` itself without one (its targets then held constant)."""
+    return agent if target_network is None else Agent(target_network, agent.policy)
+
+
+def bootstrap_values(
+    loss: AbstractLoss,
+    agent: Agent,
+    trajectory: Trajectory,
+    target_network: AbstractNetwork | None,
+    values: Float[Array, " time"],
+) -> Float[Array, " time"]:
+    """The state values a loss bootstraps from: `values` (`agent`'s own, of time steps
+    `0..T`) without a target network, else the target network's."""
+    if target_network is None:
+        return values
+    return require_value(loss, bootstrap_agent(agent, target_network).outputs(trajectory))
+
+
+def refuse_target_network(loss: AbstractLoss, target_network: AbstractNetwork | None) -> None:
+    """Raises `ValueError` if a loss that bootstraps from no network (Monte Carlo
+    returns) is given one."""
+    if target_network is not None:
+        raise ValueError(
+            f"{type(loss).__name__} learns from Monte Carlo returns and bootstraps from no network; "
+            "use it without a target network (e.g. in podrace.Learner), or pick a loss that bootstraps."
+        )
 
 
 def mean_over_trajectories(
@@ -173,44 +239,18 @@ def completed_episode_mask(trajectory: Trajectory) -> Float[Array, " T"]:
     )
 
 
-class AbstractQLoss(AbstractLoss):
-    """A loss on action values that may bootstrap from a target network.
+class AbstractQLoss(AbstractTrajectoryLoss):
+    """A per-trajectory loss on action values (outputs [`podrace.QValues`][]).
 
-    Subclasses implement `trajectory_loss` for one trajectory; calling the module
-    averages it over a batch. Without a target network (on-policy use in a
-    [`podrace.Learner`][]) the online network bootstraps, its targets held constant; a
+    Without a target network (on-policy use in a [`podrace.Learner`][]) the online
+    network bootstraps, its targets held constant; a
     [`podrace.learners.DQNLearner`][] passes its target network.
     """
 
     input_type = QValues
 
-    @abc.abstractmethod
-    def trajectory_loss(
-        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
-    ) -> tuple[Float[Array, ""], LossTerms]:
-        """The loss of one unbatched trajectory `[T + 1]` and its named terms.
-
-        **Arguments:**
-
-        - `agent`: the network whose parameters are being learnt, and its policy.
-        - `trajectory`: one trajectory.
-        - `target_network`: a slowly updated copy to bootstrap from, or `None`.
-        """
-
-    def __call__(
-        self,
-        agent: Agent,
-        trajectory: Trajectory,
-        *,
-        targets: PyTree[Float[Array, "T B"]] = None,
-        axis_name: str | None = None,
-        target_network: AbstractNetwork | None = None,
-    ) -> tuple[Float[Array, ""], LossTerms]:
-        """As [`podrace.losses.AbstractLoss`][], bootstrapping from `target_network` if given."""
-        # Nothing is computed ahead (`targets` is None); a mean of equal shares needs
-        # nothing from the other devices.
-        del targets, axis_name
-        return mean_over_trajectories(lambda one: self.trajectory_loss(agent, one, target_network), trajectory)
+    def check_output(self, output: AbstractNetworkOutput) -> None:
+        del output  # action values are all a Q loss reads
 
     def q_values(
         self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None
@@ -219,4 +259,4 @@ class AbstractQLoss(AbstractLoss):
         q_values = cast(QValues, agent.outputs(trajectory)).q_values
         if target_network is None:
             return q_values, q_values[1:]
-        return q_values, cast(QValues, Agent(target_network, agent.policy).outputs(trajectory)).q_values[1:]
+        return q_values, cast(QValues, bootstrap_agent(agent, target_network).outputs(trajectory)).q_values[1:]

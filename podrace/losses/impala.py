@@ -10,8 +10,15 @@ from jaxtyping import Array, ArrayLike, Float
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import as_float_array, check_in_unit_interval, check_non_negative, check_positive
 from ..agent import Agent
+from ..networks import AbstractNetwork
 from ..results import LossTerms
-from .base import AbstractTrajectoryLoss, cut_lambda_at_episode_ends, require_value, transition_mask
+from .base import (
+    AbstractTrajectoryLoss,
+    bootstrap_values,
+    cut_lambda_at_episode_ends,
+    require_value,
+    transition_mask,
+)
 from .policy_gradient import clamped_importance_weights, policy_gradient_loss
 from .value_learning import discounted_returns
 
@@ -127,7 +134,9 @@ class VTraceLoss(AbstractTrajectoryLoss):
     def check_output(self, output: AbstractNetworkOutput) -> None:
         require_value(self, output)
 
-    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+    def trajectory_loss(
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
         outputs = agent.outputs(trajectory)
         values = require_value(self, outputs)
@@ -135,7 +144,7 @@ class VTraceLoss(AbstractTrajectoryLoss):
         targets, advantages = vtrace(
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
-            values=jax.lax.stop_gradient(values),
+            values=jax.lax.stop_gradient(bootstrap_values(self, agent, trajectory, target_network, values)),
             log_pi_t=log_pi,
             log_mu_t=trajectory.policy_step.log_prob,
             lambda_=cut_lambda_at_episode_ends(self.lambda_, trajectory),

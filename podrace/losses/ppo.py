@@ -10,8 +10,9 @@ from jaxtyping import Array, ArrayLike, Float
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative, check_positive
 from ..agent import Agent
+from ..networks import AbstractNetwork
 from ..results import LossTerms
-from .base import AbstractLoss, cut_lambda_at_episode_ends, require_value, transition_mask
+from .base import AbstractLoss, bootstrap_agent, cut_lambda_at_episode_ends, require_value, transition_mask
 from .policy_gradient import ppo_clipped_surrogate
 from .value_learning import generalized_advantage_estimation
 
@@ -116,7 +117,10 @@ class PPOLoss(AbstractLoss):
         *,
         targets: tuple[Float[Array, "T B"], Float[Array, "T B"]] | None = None,
         axis_name: str | None = None,
+        target_network: AbstractNetwork | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
+        if targets is None and target_network is not None:
+            targets = self.targets(bootstrap_agent(agent, target_network), trajectory)
         parts = trajectory.map_batch(lambda one, targets: self._parts(agent, one, targets), targets)
         log_pi, log_mu, advantages, returns, values, mask, entropy = (x.ravel() for x in parts)
         returns, advantages = jax.lax.stop_gradient((returns, advantages))

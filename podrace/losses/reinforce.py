@@ -10,8 +10,9 @@ from jaxtyping import Array, ArrayLike, Float
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput, Trajectory
 from .._validation import check_in_unit_interval, check_non_negative
 from ..agent import Agent
+from ..networks import AbstractNetwork
 from ..results import LossTerms
-from .base import AbstractTrajectoryLoss, completed_episode_mask, require_value
+from .base import AbstractTrajectoryLoss, completed_episode_mask, refuse_target_network, require_value
 from .policy_gradient import clamped_importance_weights, policy_gradient_loss
 from .value_learning import lambda_returns
 
@@ -66,7 +67,10 @@ class ReinforceLoss(AbstractTrajectoryLoss):
         if self.baseline:
             require_value(self, output)
 
-    def trajectory_loss(self, agent: Agent, trajectory: Trajectory) -> tuple[Float[Array, ""], LossTerms]:
+    def trajectory_loss(
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        refuse_target_network(self, target_network)
         timestep = trajectory.timestep
         outputs = agent.outputs(trajectory)
         # Returns restart at every episode end: nothing is bootstrapped past it.

@@ -1,6 +1,6 @@
 """Networks: an abstract interface with a recurrent carry, torsos and heads, and their initialisations."""
 
-from ._base import AbstractNetwork as AbstractNetwork
+from ._base import AbstractNetwork as AbstractNetwork, unroll_step_by_step as unroll_step_by_step
 from .critics import AbstractCritic as AbstractCritic, MLPCritic as MLPCritic
 from .feedforward import (
     AbstractFeedForwardNetwork as AbstractFeedForwardNetwork,
@@ -63,5 +63,6 @@ __all__ = [
     "QValueHead",
     "RecurrentNetwork",
     "TanhGaussianHead",
+    "unroll_step_by_step",
     "ValueHead",
 ]

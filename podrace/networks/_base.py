@@ -32,11 +32,11 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
         dimension of the continuous action vector it parameterises."""
 
     @property
+    @abc.abstractmethod
     def reads_previous_action_reward(self) -> bool:
         """Whether the network reads [`podrace.ObservationActionReward`][] observations (the
         previous action and reward beside the observation; see
-        [`podrace.envs.PreviousActionReward`][]). False unless a network says otherwise."""
-        return False
+        [`podrace.envs.PreviousActionReward`][])."""
 
     @abc.abstractmethod
     def __call__(self, observation: PyTree[Array], carry: PyTree[Array]) -> tuple[OutputT, PyTree[Array]]:
@@ -64,10 +64,16 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
         """
         return jax.tree.map(lambda initial, c: jnp.where(is_first, initial, c), self.initial_carry(), carry)
 
+    @abc.abstractmethod
     def unroll(
         self, observations: PyTree[Array], carry: PyTree[Array], is_first: Bool[Array, " T"]
     ) -> tuple[OutputT, PyTree[Array]]:
         """Applies the network along a sequence, resetting the carry where `is_first`.
+
+        The losses learn through it and the rollout acts through `__call__`: both must
+        give the same outputs from the same carry. [`podrace.networks.unroll_step_by_step`][]
+        is this for any network; a network with a faster way over a whole sequence
+        implements that instead.
 
         **Arguments:**
 
@@ -80,10 +86,28 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
         Outputs with a leading time axis, and the carry after the last observation.
         """
 
-        def step(carry, inputs):
-            observation, first = inputs
-            output, carry = self(observation, self.reset_carry(carry, first))
-            return carry, output
 
-        carry, outputs = jax.lax.scan(step, carry, (observations, is_first))
-        return outputs, carry
+def unroll_step_by_step(
+    network: AbstractNetwork[OutputT], observations: PyTree[Array], carry: PyTree[Array], is_first: Bool[Array, " T"]
+) -> tuple[OutputT, PyTree[Array]]:
+    """`network.unroll` as a `lax.scan` of `network(...)`, with `reset_carry` before each step.
+
+    **Arguments:**
+
+    - `network`: the network.
+    - `observations`: observations with a leading time axis `T`.
+    - `carry`: the carry before the first observation.
+    - `is_first`: where episodes start.
+
+    **Returns:**
+
+    Outputs with a leading time axis, and the carry after the last observation.
+    """
+
+    def step(carry, inputs):
+        observation, first = inputs
+        output, carry = network(observation, network.reset_carry(carry, first))
+        return carry, output
+
+    carry, outputs = jax.lax.scan(step, carry, (observations, is_first))
+    return outputs, carry

@@ -16,8 +16,13 @@ OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
 class AbstractFeedForwardNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
     """A network without recurrent state: empty carry, and `unroll` is a `vmap` over time.
 
-    Subclasses implement `__call__`, `output_type` and `num_actions`.
+    Subclasses implement `__call__`, `output_type` and `num_actions`; they read plain
+    observations.
     """
+
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        return False
 
     def initial_carry(self) -> tuple[()]:
         return ()

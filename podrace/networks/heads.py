@@ -1,7 +1,7 @@
 import abc
 import functools
 from collections.abc import Sequence
-from typing import ClassVar, Generic, Literal, TypeVar, final
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -20,6 +20,13 @@ from .._types import (
 from .._validation import check_positive_int
 from ._layers import apply_linear, init_layers
 from .initializations import AbstractInitialization, FanInUniform
+
+
+# Equinox's documented import: type checkers read it as the `ClassVar` it stands for.
+if TYPE_CHECKING:
+    from typing import ClassVar as AbstractClassVar
+else:
+    from equinox import AbstractClassVar
 
 
 OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
@@ -46,7 +53,7 @@ class AbstractHead(eqx.Module, Generic[OutputT]):
     """
 
     in_size: eqx.AbstractVar[int]
-    output_type: ClassVar[type[AbstractNetworkOutput]]
+    output_type: AbstractClassVar[type[AbstractNetworkOutput]]
     num_actions: eqx.AbstractVar[int]
     emits_value: eqx.AbstractVar[bool]
 

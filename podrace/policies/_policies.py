@@ -1,6 +1,6 @@
 import abc
 import dataclasses
-from typing import ClassVar, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 import distrax
 import equinox as eqx
@@ -25,6 +25,13 @@ from .._types import (
 from .._validation import check_in_unit_interval, check_positive
 
 
+# Equinox's documented import: type checkers read it as the `ClassVar` it stands for.
+if TYPE_CHECKING:
+    from typing import ClassVar as AbstractClassVar
+else:
+    from equinox import AbstractClassVar
+
+
 OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
 
 
@@ -36,7 +43,7 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
     they are built.
     """
 
-    input_type: ClassVar[type[AbstractNetworkOutput]]
+    input_type: AbstractClassVar[type[AbstractNetworkOutput]]
 
     @abc.abstractmethod
     def distribution(self, output: OutputT) -> distrax.Distribution:
