@@ -27,8 +27,12 @@ NUM_UPDATES = checkpoint_worker.NUM_UPDATES
 
 
 def run_worker(*args: str, num_cpu_devices: int | None = None) -> subprocess.CompletedProcess:
-    """Runs checkpoint_worker.py on this process's platform, or on `num_cpu_devices` forced CPU devices."""
-    env = dict(os.environ, JAX_PLATFORMS=jax.default_backend())
+    """Runs checkpoint_worker.py on this process's platform, or on `num_cpu_devices` forced CPU devices.
+
+    The worker inherits this process's environment, so JAX picks the same default
+    backend (naming it, as `jax.default_backend()` does, "gpu", is ambiguous to JAX 0.11).
+    """
+    env = dict(os.environ)
     if num_cpu_devices is not None:
         env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={num_cpu_devices}")
     return subprocess.run(
