@@ -229,6 +229,42 @@ def test_loss_traces_once(name):
     helpers.check_traced_once(BATCH_LOSS, *calls)
 
 
+def _with_target(loss, network, target_network, trajectory):
+    return loss(helpers.agent(network), trajectory, target_network=target_network)
+
+
+def _target_grads(loss, network, target_network, trajectory):
+    return eqx.filter_grad(lambda target: _with_target(loss, network, target, trajectory)[0])(target_network)
+
+
+WITH_TARGET = helpers.Compiled(_with_target)
+TARGET_GRADS = helpers.Compiled(_target_grads)
+BOOTSTRAPPING_LOSSES = [name for name in helpers.LOSSES if not name.startswith("reinforce")]
+
+
+@pytest.mark.parametrize("name", BOOTSTRAPPING_LOSSES)
+def test_a_loss_bootstraps_from_the_target_network_it_is_given(name):
+    loss, network, trajectory = _setup(name)
+    # The network itself as its target: the loss of no target network.
+    helpers.assert_trees_close(
+        WITH_TARGET(loss, network, network, trajectory), BATCH_LOSS(loss, network, trajectory), rtol=1e-5, atol=1e-6
+    )
+    # Another network's estimates change the targets, and no gradient flows into them.
+    _, other, _ = _setup(name, seed=7)
+    assert not np.isclose(
+        float(WITH_TARGET(loss, network, other, trajectory)[0]), float(BATCH_LOSS(loss, network, trajectory)[0])
+    )
+    grads = eqx.filter(TARGET_GRADS(loss, network, other, trajectory), eqx.is_inexact_array)
+    assert float(optax.tree.norm(grads)) == 0.0
+
+
+@pytest.mark.parametrize("name", [name for name in helpers.LOSSES if name.startswith("reinforce")])
+def test_a_monte_carlo_loss_refuses_a_target_network(name):
+    loss, network, trajectory = _setup(name)
+    with pytest.raises(ValueError, match="bootstraps from no network"):
+        loss(helpers.agent(network), trajectory, target_network=network)
+
+
 # --------------------------------------------------------------------------------------
 # TDLambdaQLoss against the rlax oracle.
 # --------------------------------------------------------------------------------------
