@@ -136,6 +136,14 @@ def test_train_with_ray_follows_the_lag_schedule():
             learner, pool, num_updates=num_updates, key=jax.random.key(0), max_lag=max_lag, on_rollouts=on_rollouts
         )
         assert pool.num_pending == 0
+        # The same loop as a pipeline, for train_with_progress and the command line.
+        pipeline = ray_actors.RayPipeline(learner, pool, max_lag=max_lag)
+        assert isinstance(pipeline, pr.executors.pipeline.AbstractPipeline)
+        assert (pipeline.num_members, pipeline.num_devices) == (1, 1)
+        assert pipeline.frames_per_update == NUM_ACTORS * NUM_ENVS * ROLLOUT
+        further = pipeline.train(result.state, num_updates=2)
+        assert further.metrics.update.loss.shape == (2,) and int(further.state.num_updates) == num_updates + 2
+        assert pool.num_pending == 0
     # Round k acts with the parameters after max(k - max_lag, 0) updates.
     versions = [max(k - max_lag, 0) for k in range(num_updates)]
     assert seen == [[(slot, k, versions[k]) for slot in range(NUM_ACTORS)] for k in range(num_updates)]
@@ -201,7 +209,10 @@ def test_gradient_workers_update_as_computed_by_hand():
             reduce="sum",
             on_gradients=lambda k, gradients: received.append(gradients),
         )
-        averaged = ray_actors.train_with_ray_gradients(learner, pool, num_updates=1, state=summed.state)
+        pipeline = ray_actors.RayGradientPipeline(learner, pool)
+        assert isinstance(pipeline, pr.executors.pipeline.AbstractPipeline)
+        assert pipeline.frames_per_update == NUM_ACTORS * NUM_ENVS * ROLLOUT
+        averaged = pipeline.train(summed.state, num_updates=1)
 
     collectors = _in_process_collectors(learner)
     state = learner.init(jax.random.key(0))

@@ -19,9 +19,12 @@ first computation makes each step's policy call cheaper (see the concepts page).
 Requires the `gymnasium` extra: `pip install 'podrace[gymnasium]'`.
 """
 
+import abc
+import collections
 import concurrent.futures
 import dataclasses
-from typing import Any, final
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -358,6 +361,99 @@ class HostTrainResult(AbstractTrainResult[PyTree[Array]]):
     metrics: TrainMetrics
 
 
+ResultT = TypeVar("ResultT")
+StateT = TypeVar("StateT")
+
+
+class AbstractExperienceSource(abc.ABC, Generic[ResultT]):
+    """Where a scheduled trainer's experience comes from: rounds of work asked for with an
+    agent, delivered in the order asked. A [`podrace.executors.host.GymnasiumCollector`][]
+    in a background thread is one (one result a round); a pool of Ray actors is another
+    (one result per actor)."""
+
+    @abc.abstractmethod
+    def submit(self, agent: AbstractAgent, version: int) -> None:
+        """Asks for a round of work acting with `agent` (the parameters after `version` updates)."""
+
+    @abc.abstractmethod
+    def gather(self) -> list[ResultT]:
+        """The results of the oldest round asked for, waiting for them."""
+
+    @abc.abstractmethod
+    def discard_pending(self) -> None:
+        """Drops the rounds asked for and not gathered."""
+
+
+def run_schedule(
+    source: AbstractExperienceSource[ResultT],
+    agent_at: Callable[[StateT], AbstractAgent],
+    state: StateT,
+    *,
+    num_updates: int,
+    max_lag: int,
+    update: Callable[[StateT, list[ResultT]], tuple[StateT, TrainMetrics]],
+) -> tuple[StateT, TrainMetrics]:
+    """The one scheduling loop of the host executors: update `k` learns from round `k`,
+    which acts with the parameters after `max(k - max_lag, 0)` updates.
+
+    `max_lag` rounds are asked for ahead, so the source works on them while the learner
+    updates; `max_lag=0` alternates (on-policy). Which parameters act is fixed by the
+    schedule, not by timing, so a run is reproducible. On an error, the rounds in
+    flight are discarded.
+
+    **Arguments:**
+
+    - `source`: where the rounds come from.
+    - `agent_at`: the agent of a learner state (`learner.agent`).
+    - `state`: the learner state to start from.
+    - `num_updates`: how many rounds and updates.
+    - `max_lag`: rounds asked for ahead of the learner.
+    - `update`: `update(state, results) -> (state, metrics)`, the learning from one round.
+
+    **Returns:**
+
+    The final state and the metrics of every update, stacked.
+    """
+    metrics: list[TrainMetrics] = []
+    try:
+        for _ in range(min(max_lag, num_updates)):
+            source.submit(agent_at(state), 0)
+        for k in range(num_updates):
+            if max_lag == 0:
+                source.submit(agent_at(state), k)
+            results = source.gather()
+            if max_lag and k + max_lag < num_updates:
+                source.submit(agent_at(state), k)  # the next round acts while this update runs
+            state, train_metrics = update(state, results)
+            metrics.append(train_metrics)
+    except BaseException:
+        source.discard_pending()
+        raise
+    return state, jax.tree.map(lambda *values: jnp.stack(values), *metrics)
+
+
+@final
+class _ThreadedCollector(AbstractExperienceSource[tuple[Trajectory, EpisodeStatistics]]):
+    """A collector as an experience source: each round is one `collect` in a background thread."""
+
+    def __init__(self, collector: GymnasiumCollector, executor: concurrent.futures.ThreadPoolExecutor):
+        self._collector = collector
+        self._executor = executor
+        self._pending: collections.deque[concurrent.futures.Future] = collections.deque()
+
+    def submit(self, agent: AbstractAgent, version: int) -> None:
+        del version
+        self._pending.append(self._executor.submit(self._collector.collect, agent))
+
+    def gather(self) -> list[tuple[Trajectory, EpisodeStatistics]]:
+        return [self._pending.popleft().result()]
+
+    def discard_pending(self) -> None:
+        for future in self._pending:
+            future.cancel()
+        self._pending.clear()
+
+
 def train_on_host(
     learner: AbstractLearner,
     collector: GymnasiumCollector,
@@ -374,7 +470,8 @@ def train_on_host(
     update: the behaviour policy lags the learner by one update (its log-probabilities
     are in the trajectory for off-policy corrections). Which parameters act is fixed,
     not a race, so a run is reproducible. Without `overlap`, each rollout acts with the
-    latest parameters.
+    latest parameters. This is [`podrace.executors.host.run_schedule`][] with one
+    source and `max_lag` 1 or 0, the loop the Ray trainers run over many actors.
 
     **Arguments:**
 
@@ -393,19 +490,22 @@ def train_on_host(
     if (key is None) == (state is None):
         raise ValueError("train_on_host: give either a key (to start afresh) or a state (to resume), not both.")
     learner_state = state if key is None else learner.init(key, collector.timestep)
-    metrics: list[TrainMetrics] = []
+
+    def update(state, rollouts: list[tuple[Trajectory, EpisodeStatistics]]):
+        ((trajectory, episodes),) = rollouts
+        state, update_metrics = jitted_update(learner, state, trajectory)
+        return state, train_metrics(update_metrics, episodes)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
-        pending = executor.submit(collector.collect, learner.agent(learner_state)) if overlap else None
-        for k in range(num_updates):
-            if pending is None:
-                trajectory, episodes = collector.collect(learner.agent(learner_state))
-            else:
-                trajectory, episodes = pending.result()
-                if k + 1 < num_updates:
-                    pending = executor.submit(collector.collect, learner.agent(learner_state))
-            learner_state, update_metrics = jitted_update(learner, learner_state, trajectory)
-            metrics.append(train_metrics(update_metrics, episodes))
-    return HostTrainResult(learner_state, jax.tree.map(lambda *values: jnp.stack(values), *metrics))
+        learner_state, metrics = run_schedule(
+            _ThreadedCollector(collector, executor),
+            learner.agent,
+            learner_state,
+            num_updates=num_updates,
+            max_lag=1 if overlap else 0,
+            update=update,
+        )
+    return HostTrainResult(learner_state, metrics)
 
 
 @final

@@ -53,7 +53,7 @@ import collections
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, Literal, TypeVar, cast, final
+from typing import Any, ClassVar, Literal, TypeVar, cast, final
 
 import equinox as eqx
 import jax
@@ -67,8 +67,17 @@ from ..agent import AbstractAgent, Agent
 from ..envs.gymnasium import import_gymnasium
 from ..learners import AbstractLearner, Learner, LearnerState
 from ..learners.learner import apply_gradients, loss_gradients
-from ..results import LossTerms, TrainMetrics, UpdateMetrics
-from .host import EpisodeStatistics, GymnasiumCollector, HostTrainResult, jitted_update, train_metrics
+from ..results import LossTerms, UpdateMetrics
+from .host import (
+    AbstractExperienceSource,
+    EpisodeStatistics,
+    GymnasiumCollector,
+    HostTrainResult,
+    jitted_update,
+    run_schedule,
+    train_metrics,
+)
+from .pipeline import AbstractPipeline
 
 
 def _import_ray():
@@ -239,7 +248,7 @@ class _Request:
 ResultT = TypeVar("ResultT", RayRollout, RayGradient)
 
 
-class AbstractRayActorPool(Generic[ResultT]):
+class AbstractRayActorPool(AbstractExperienceSource[ResultT]):
     """Ray actors that each own a batch of environments; requests go out in rounds, one per
     actor. [`podrace.executors.ray_actors.RayRolloutPool`][] asks them for trajectories,
     [`podrace.executors.ray_actors.RayGradientPool`][] for gradients."""
@@ -505,37 +514,6 @@ def _check_start(name: str, num_updates: int, max_lag: int, pool: AbstractRayAct
         raise ValueError(f"{name}: the pool has {pool.num_pending} rounds pending; gather or discard them first.")
 
 
-StateT = TypeVar("StateT")
-
-
-def _run(
-    pool: AbstractRayActorPool[ResultT],
-    agent_at: Callable[[Any], AbstractAgent],
-    state: StateT,
-    *,
-    num_updates: int,
-    max_lag: int,
-    update: Callable[[StateT, list[ResultT]], tuple[StateT, TrainMetrics]],
-) -> tuple[StateT, TrainMetrics]:
-    """The schedule: round `k` acts with version `max(k - max_lag, 0)` and is learnt from at update `k`."""
-    metrics: list[TrainMetrics] = []
-    try:
-        for _ in range(min(max_lag, num_updates)):
-            pool.submit(agent_at(state), 0)
-        for k in range(num_updates):
-            if max_lag == 0:
-                pool.submit(agent_at(state), k)
-            results = pool.gather()
-            if max_lag and k + max_lag < num_updates:
-                pool.submit(agent_at(state), k)  # the next round acts while this update runs
-            state, train_metrics = update(state, results)
-            metrics.append(train_metrics)
-    except BaseException:
-        pool.discard_pending()
-        raise
-    return state, jax.tree.map(lambda *values: jnp.stack(values), *metrics)
-
-
 def _episodes(results: list[RayRollout] | list[RayGradient]) -> EpisodeStatistics:
     return EpisodeStatistics(
         np.concatenate([result.episodes.returns for result in results]),
@@ -597,7 +575,7 @@ def train_with_ray(
         state, update_metrics = jitted_update(learner, state, _batch(rollouts))
         return state, train_metrics(update_metrics, _episodes(rollouts))
 
-    learner_state, metrics = _run(
+    learner_state, metrics = run_schedule(
         pool, learner.agent, learner_state, num_updates=num_updates, max_lag=max_lag, update=update
     )
     return HostTrainResult(learner_state, metrics)
@@ -720,5 +698,97 @@ def train_with_ray_gradients(
         state, update_metrics = _apply(learner, state, grads, loss, terms, jnp.asarray(new_transitions, jnp.int32))
         return state, train_metrics(update_metrics, _episodes(gradients))
 
-    state, metrics = _run(pool, learner.agent, state, num_updates=num_updates, max_lag=max_lag, update=update)
+    state, metrics = run_schedule(pool, learner.agent, state, num_updates=num_updates, max_lag=max_lag, update=update)
     return HostTrainResult(state, metrics)
+
+
+@final
+class RayPipeline(AbstractPipeline[PyTree[Array]]):
+    """A learner trained on a [`podrace.executors.ray_actors.RayRolloutPool`][]'s rollouts,
+    driven as a [`podrace.Anakin`][] pipeline is.
+
+    `init` and `train` have the pipeline's signatures, so that
+    [`podrace.progress.train_with_progress`][] (progress, metric sinks, checkpoints)
+    drives Ray actors too. Its state is the learner's; the environments live in the
+    actors, so a restored state starts from their current episodes.
+
+    **Arguments:**
+
+    - `learner`: the learner.
+    - `pool`: the pool built for it.
+    - `max_lag`: rounds collected ahead of the learner (see
+        [`podrace.executors.ray_actors.train_with_ray`][]).
+    """
+
+    learner: AbstractLearner
+    pool: RayRolloutPool = eqx.field(static=True)
+    max_lag: int = eqx.field(static=True, default=1, kw_only=True)
+
+    @property
+    def frames_per_update(self) -> int:
+        """Environment steps per update: every actor's `num_envs * rollout_length`."""
+        return self.pool.num_envs * self.pool.rollout_length
+
+    @property
+    def num_members(self) -> int:
+        """1: one learner."""
+        return 1
+
+    @property
+    def num_devices(self) -> int:
+        """1: the learner updates on the driver's default device."""
+        return 1
+
+    def init(self, key: PRNGKeyArray) -> PyTree[Array]:
+        """The learner's initial state."""
+        return self.learner.init(key, self.pool.timestep)
+
+    def train(self, state: PyTree[Array], *, num_updates: int) -> HostTrainResult:
+        """`num_updates` rounds of rollouts and updates from `state`."""
+        return train_with_ray(self.learner, self.pool, num_updates=num_updates, state=state, max_lag=self.max_lag)
+
+
+@final
+class RayGradientPipeline(AbstractPipeline[LearnerState]):
+    """A [`podrace.Learner`][] trained on a [`podrace.executors.ray_actors.RayGradientPool`][]'s
+    gradients, driven as a [`podrace.Anakin`][] pipeline is (see
+    [`podrace.executors.ray_actors.RayPipeline`][]).
+
+    **Arguments:**
+
+    - `learner`: the learner (one gradient step per update).
+    - `pool`: the pool built for it.
+    - `reduce`: `"mean"` or `"sum"` of the actors' gradients.
+    - `max_lag`: rounds computed ahead of the driver (see
+        [`podrace.executors.ray_actors.train_with_ray_gradients`][]).
+    """
+
+    learner: Learner
+    pool: RayGradientPool = eqx.field(static=True)
+    reduce: Reduction = eqx.field(static=True, default="mean", kw_only=True)
+    max_lag: int = eqx.field(static=True, default=0, kw_only=True)
+
+    @property
+    def frames_per_update(self) -> int:
+        """Environment steps per update: every actor's `num_envs * rollout_length`."""
+        return self.pool.num_envs * self.pool.rollout_length
+
+    @property
+    def num_members(self) -> int:
+        """1: one learner."""
+        return 1
+
+    @property
+    def num_devices(self) -> int:
+        """1: the optimiser steps on the driver's default device."""
+        return 1
+
+    def init(self, key: PRNGKeyArray) -> LearnerState:
+        """The learner's initial state."""
+        return self.learner.init(key, self.pool.timestep)
+
+    def train(self, state: LearnerState, *, num_updates: int) -> HostTrainResult:
+        """`num_updates` rounds of gradients and optimiser steps from `state`."""
+        return train_with_ray_gradients(
+            self.learner, self.pool, num_updates=num_updates, state=state, reduce=self.reduce, max_lag=self.max_lag
+        )
