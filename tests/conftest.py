@@ -66,6 +66,7 @@ SLOWEST = (
     "test_solves_cartpole[dqn]",
     "test_the_podracer_papers_td_lambda_agent_solves_catch",
     "test_recurrent_ppo_solves_memory_chain_through_the_rlplay_actor",
+    "test_a_learner_written_outside_the_library_solves_pendulum",
 )
 
 

@@ -107,8 +107,8 @@ def test_gaussian_ppo_solves_pendulum():
 
 
 # The settings of Fujimoto et al.'s DDPG baseline (2018: Adam at 1e-3 for both networks,
-# tau 0.005, Gaussian exploration noise 0.1 of the action range, one gradient step per
-# environment step), with smaller networks (64, 64) and batches of 128.
+# tau 0.005, Gaussian exploration noise 0.1 of the action range), with smaller networks
+# (64, 64), batches of 128 and one gradient step per two environment steps.
 DDPG_OPTIMIZER = optax.adam(1e-3)
 
 
@@ -129,7 +129,7 @@ def test_a_learner_written_outside_the_library_solves_pendulum():
             buffer_size=num_steps,
             batch_size=128,
             min_replay_size=1_000,
-            gradient_steps=num_envs,
+            gradient_steps=num_envs // 2,
         )
         return pr.Anakin(env, learner, num_envs=num_envs, rollout_length=1)
 

@@ -508,8 +508,24 @@ def train_on_host(
     return HostTrainResult(learner_state, metrics)
 
 
+class AbstractHostPipeline(AbstractPipeline[StateT]):
+    """A pipeline of one learner that updates on the driver's default device, fed by
+    environments outside the compiled program (a host collector, Ray actors). Its state
+    is the learner's."""
+
+    @property
+    def num_members(self) -> int:
+        """1: one learner."""
+        return 1
+
+    @property
+    def num_devices(self) -> int:
+        """1: the learner updates on the default device."""
+        return 1
+
+
 @final
-class HostPipeline(AbstractPipeline[PyTree[Array]]):
+class HostPipeline(AbstractHostPipeline[PyTree[Array]]):
     """A learner trained on a host collector's rollouts, driven as a [`podrace.Anakin`][] pipeline is.
 
     `init` and `train` have the pipeline's signatures, so that
@@ -538,16 +554,6 @@ class HostPipeline(AbstractPipeline[PyTree[Array]]):
     def frames_per_update(self) -> int:
         """Environment steps per update: `num_envs * rollout_length`."""
         return self.collector.num_envs * self.collector.rollout_length
-
-    @property
-    def num_members(self) -> int:
-        """1: one learner."""
-        return 1
-
-    @property
-    def num_devices(self) -> int:
-        """1: the learner updates on the default device."""
-        return 1
 
     def init(self, key: PRNGKeyArray) -> PyTree[Array]:
         """The learner's initial state."""

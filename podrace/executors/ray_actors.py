@@ -70,6 +70,7 @@ from ..learners.learner import apply_gradients, loss_gradients
 from ..results import LossTerms, UpdateMetrics
 from .host import (
     AbstractExperienceSource,
+    AbstractHostPipeline,
     EpisodeStatistics,
     GymnasiumCollector,
     HostTrainResult,
@@ -77,7 +78,6 @@ from .host import (
     run_schedule,
     train_metrics,
 )
-from .pipeline import AbstractPipeline
 
 
 def _import_ray():
@@ -703,7 +703,7 @@ def train_with_ray_gradients(
 
 
 @final
-class RayPipeline(AbstractPipeline[PyTree[Array]]):
+class RayPipeline(AbstractHostPipeline[PyTree[Array]]):
     """A learner trained on a [`podrace.executors.ray_actors.RayRolloutPool`][]'s rollouts,
     driven as a [`podrace.Anakin`][] pipeline is.
 
@@ -729,16 +729,6 @@ class RayPipeline(AbstractPipeline[PyTree[Array]]):
         """Environment steps per update: every actor's `num_envs * rollout_length`."""
         return self.pool.num_envs * self.pool.rollout_length
 
-    @property
-    def num_members(self) -> int:
-        """1: one learner."""
-        return 1
-
-    @property
-    def num_devices(self) -> int:
-        """1: the learner updates on the driver's default device."""
-        return 1
-
     def init(self, key: PRNGKeyArray) -> PyTree[Array]:
         """The learner's initial state."""
         return self.learner.init(key, self.pool.timestep)
@@ -749,7 +739,7 @@ class RayPipeline(AbstractPipeline[PyTree[Array]]):
 
 
 @final
-class RayGradientPipeline(AbstractPipeline[LearnerState]):
+class RayGradientPipeline(AbstractHostPipeline[LearnerState]):
     """A [`podrace.Learner`][] trained on a [`podrace.executors.ray_actors.RayGradientPool`][]'s
     gradients, driven as a [`podrace.Anakin`][] pipeline is (see
     [`podrace.executors.ray_actors.RayPipeline`][]).
@@ -772,16 +762,6 @@ class RayGradientPipeline(AbstractPipeline[LearnerState]):
     def frames_per_update(self) -> int:
         """Environment steps per update: every actor's `num_envs * rollout_length`."""
         return self.pool.num_envs * self.pool.rollout_length
-
-    @property
-    def num_members(self) -> int:
-        """1: one learner."""
-        return 1
-
-    @property
-    def num_devices(self) -> int:
-        """1: the optimiser steps on the driver's default device."""
-        return 1
 
     def init(self, key: PRNGKeyArray) -> LearnerState:
         """The learner's initial state."""
