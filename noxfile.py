@@ -34,9 +34,10 @@ def slow(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     # One worker per core, each taking the next test as it finishes one, the longest first
     # (see tests/conftest.py); then the Ray test alone, whose actors need the cores to
-    # themselves (6:21 alone, 17 minutes beside another worker).
+    # themselves (6:21 alone, 17 minutes beside another worker). Each test is a group of
+    # its own: twice, `--dist load` left both workers waiting after all but two tests.
     ray_test = "tests/test_ray_actors.py::test_ppo_learns_cartpole_through_ray_actors"
-    parallel = ("--numprocesses", "logical", "--dist", "load")
+    parallel = ("--numprocesses", "logical", "--dist", "loadgroup", "--no-loadscope-reorder")
     session.run("pytest", "-m", "slow", "--deselect", ray_test, *parallel, *session.posargs, success_codes=[0, 5])
     session.run("pytest", "-m", "slow", ray_test, *session.posargs, success_codes=[0, 5])
 

@@ -731,6 +731,26 @@ def dqn_learner(key: PRNGKeyArray) -> pr.learners.DQNLearner:
 POINT_OBS_SHAPE = (1,)
 
 
+def td3_learner(key: PRNGKeyArray) -> pr.learners.TD3Learner:
+    """TD3 on `Point`: a deterministic actor, twin critics, a small replay buffer."""
+    actor_key, critic_key = jax.random.split(key)
+    actor = bounded_network(actor_key, pr.networks.DeterministicHead, POINT_OBS_SHAPE, 1)
+    critic = pr.networks.MLPCritic(POINT_OBS_SHAPE, 1, (8,), key=critic_key)
+    return pr.learners.TD3Learner(
+        actor, critic, ADAM, ADAM, buffer_size=240, batch_size=4, min_replay_size=12, gradient_steps=3
+    )
+
+
+def sac_learner(key: PRNGKeyArray) -> pr.learners.SACLearner:
+    """SAC on `Point`: a tanh-Gaussian actor, twin critics, a learned temperature."""
+    actor_key, critic_key = jax.random.split(key)
+    actor = bounded_network(actor_key, pr.networks.TanhGaussianHead, POINT_OBS_SHAPE, 1)
+    critic = pr.networks.MLPCritic(POINT_OBS_SHAPE, 1, (8,), key=critic_key)
+    return pr.learners.SACLearner(
+        actor, critic, ADAM, ADAM, ADAM, buffer_size=240, batch_size=4, min_replay_size=12, gradient_steps=2
+    )
+
+
 @final
 @dataclasses.dataclass(frozen=True)
 class LearnerCase:
@@ -874,6 +894,9 @@ LEARNERS: dict[str, LearnerCase] = {
         continuous=True,
         device_invariant=False,
     ),
+    # The library's off-policy actor-critic learners: each device replays its own experience.
+    "td3": LearnerCase(td3_learner, continuous=True, device_invariant=False),
+    "sac": LearnerCase(sac_learner, continuous=True, device_invariant=False),
     "gru-gaussian-ppo-previous-action-reward": LearnerCase(
         lambda key: recurrent_learner(
             key, pr.losses.PPOLoss(discount=0.9), continuous=True, previous_action_reward=True, num_minibatches=3

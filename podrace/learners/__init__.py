@@ -1,7 +1,8 @@
 """Learners: how experience turns into parameter updates.
 
 A new learner subclasses [`podrace.learners.AbstractLearner`][] and builds on the parts
-here: [`podrace.learners.SequenceReplay`][] for experience, `gradient_step` (with
+here: [`podrace.learners.SequenceReplay`][] for experience (with `replay_update` for the
+store-then-learn update every replay learner shares), `gradient_step` (with
 `apply_gradients` and `loss_gradients`) for optimiser steps averaged over devices,
 `with_params` to put learnt arrays back into a network, and `check_agent_fits` for its
 fit check.
@@ -20,21 +21,41 @@ from .learner import (
     shuffled_minibatches as shuffled_minibatches,
     with_params as with_params,
 )
-from .replay import SequenceReplay as SequenceReplay
+from .off_policy import (
+    SACLearner as SACLearner,
+    SACState as SACState,
+    TD3Learner as TD3Learner,
+    TD3State as TD3State,
+    ddpg as ddpg,
+)
+from .replay import (
+    AbstractReplayState as AbstractReplayState,
+    SequenceReplay as SequenceReplay,
+    replay_device_local as replay_device_local,
+    replay_update as replay_update,
+)
 
 
 __all__ = [
     "AbstractLearner",
+    "AbstractReplayState",
     "apply_gradients",
     "as_transitions",
     "check_agent_fits",
     "DQNLearner",
+    "ddpg",
     "DQNState",
     "gradient_step",
     "Learner",
     "LearnerState",
     "loss_gradients",
+    "replay_device_local",
+    "replay_update",
+    "SACLearner",
+    "SACState",
     "SequenceReplay",
     "shuffled_minibatches",
+    "TD3Learner",
+    "TD3State",
     "with_params",
 ]

@@ -16,11 +16,11 @@ from ..networks import AbstractNetwork
 from ..policies import EpsilonGreedy
 from ..results import UpdateMetrics
 from .learner import AbstractLearner, gradient_step, with_params
-from .replay import SequenceReplay
+from .replay import AbstractReplayState, SequenceReplay, replay_device_local, replay_update
 
 
 @final
-class DQNState(eqx.Module):
+class DQNState(AbstractReplayState):
     """Everything a [`podrace.learners.DQNLearner`][] updates.
 
     **Arguments:**
@@ -152,15 +152,19 @@ class DQNLearner(AbstractLearner[DQNState]):
         - `key`: the randomness of replay sampling.
         - `timestep`: the first time steps of all environments (leading axis `B`).
         """
-        step_shape = jax.eval_shape(
-            lambda: Agent(self.network, EpsilonGreedy(jnp.zeros(())))(
-                jax.tree.map(lambda x: x[0], timestep.observation), (), jax.random.key(0)
-            )[0]
-        )
-        replay = self.replay.init(timestep, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), step_shape))
+        replay = self.replay.init_for(self.initial_agent(), timestep)
         params = eqx.filter(self.network, eqx.is_inexact_array)
         zero = jnp.asarray(0, jnp.int32)
-        return DQNState(params, params, self.optimizer.init(params), replay, zero, zero, zero, key)
+        return DQNState(
+            params=params,
+            target_params=params,
+            opt_state=self.optimizer.init(params),
+            replay=replay,
+            num_updates=zero,
+            num_gradient_steps=zero,
+            num_transitions=zero,
+            key=key,
+        )
 
     def network_at(self, state: DQNState) -> AbstractNetwork:
         return self.network_with(state.params)
@@ -183,57 +187,40 @@ class DQNLearner(AbstractLearner[DQNState]):
         return Agent(self.network_at(state), self.policy.at(state.num_transitions))
 
     def device_local(self, state: DQNState) -> PyTree[bool]:
-        replicated = jax.tree.map(lambda _: False, state)
-        return eqx.tree_at(lambda s: s.replay, replicated, self.replay.device_local(state.replay))
+        return replay_device_local(self.replay, state)
 
     def update(
         self, state: DQNState, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[DQNState, UpdateMetrics]:
-        num_steps, num_envs = trajectory.timestep.reward.shape
-        num_steps -= 1
-        num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
-        replay = self.replay.add(state.replay, trajectory)
-        num_transitions = state.num_transitions + num_steps * num_envs * num_devices
-        state = eqx.tree_at(lambda s: (s.replay, s.num_transitions), state, (replay, num_transitions))
+        return replay_update(
+            self.replay,
+            state,
+            trajectory,
+            lambda state, key: self._gradient_step(state, key, axis_name),
+            min_replay_size=self.min_replay_size,
+            gradient_steps=self.gradient_steps,
+            axis_name=axis_name,
+        )
 
-        def learn(state: DQNState) -> tuple[DQNState, UpdateMetrics]:
-            def step(state: DQNState, key: PRNGKeyArray):
-                sequences = self.replay.sample(state.replay, key, self.batch_size)
-                target_network = self.network_with(state.target_params)
+    def _gradient_step(self, state: DQNState, key: PRNGKeyArray, axis_name: str | None):
+        sequences = self.replay.sample(state.replay, key, self.batch_size)
+        target_network = self.network_with(state.target_params)
 
-                def objective(params):
-                    agent = Agent(self.network_with(params), self.policy)
-                    return self.loss(agent, sequences, axis_name=axis_name, target_network=target_network)
+        def objective(params):
+            agent = Agent(self.network_with(params), self.policy)
+            return self.loss(agent, sequences, axis_name=axis_name, target_network=target_network)
 
-                params, opt_state, metrics = gradient_step(
-                    self.optimizer,
-                    state.params,
-                    state.opt_state,
-                    objective,
-                    axis_name=axis_name,
-                    check_nans=self.check_nans,
-                )
-                num_gradient_steps = state.num_gradient_steps + 1
-                target_params = jax.lax.cond(
-                    num_gradient_steps % self.target_update_period == 0,
-                    lambda: optax.incremental_update(params, state.target_params, self.tau),
-                    lambda: state.target_params,
-                )
-                return eqx.tree_at(
-                    lambda s: (s.params, s.target_params, s.opt_state, s.num_gradient_steps),
-                    state,
-                    (params, target_params, opt_state, num_gradient_steps),
-                ), metrics
-
-            key, *step_keys = jax.random.split(state.key, self.gradient_steps + 1)
-            state, metrics = jax.lax.scan(step, state, jnp.stack(step_keys))
-            state = eqx.tree_at(lambda s: s.key, state, key)
-            return state, jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
-
-        def wait(state: DQNState) -> tuple[DQNState, UpdateMetrics]:
-            metrics = jax.eval_shape(learn, state)[1]
-            return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
-
-        ready = self.replay.ready(state.replay) & (num_transitions >= self.min_replay_size)
-        state, metrics = jax.lax.cond(ready, learn, wait, state)
-        return eqx.tree_at(lambda s: s.num_updates, state, state.num_updates + 1), metrics
+        params, opt_state, metrics = gradient_step(
+            self.optimizer, state.params, state.opt_state, objective, axis_name=axis_name, check_nans=self.check_nans
+        )
+        num_gradient_steps = state.num_gradient_steps + 1
+        target_params = jax.lax.cond(
+            num_gradient_steps % self.target_update_period == 0,
+            lambda: optax.incremental_update(params, state.target_params, self.tau),
+            lambda: state.target_params,
+        )
+        return eqx.tree_at(
+            lambda s: (s.params, s.target_params, s.opt_state, s.num_gradient_steps),
+            state,
+            (params, target_params, opt_state, num_gradient_steps),
+        ), metrics

@@ -1,14 +1,17 @@
 """Replay on the device: the part every off-policy learner stores its experience in."""
 
-from typing import Any, final
+from collections.abc import Callable
+from typing import Any, TypeVar, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, PRNGKeyArray, PyTree
+from jaxtyping import Array, Bool, Int, PRNGKeyArray, PyTree
 
 from .._types import PolicyStep, TimeStep, Trajectory
 from .._validation import check_positive_int
+from ..agent import AbstractAgent
+from ..results import UpdateMetrics
 
 
 def _flashbax() -> Any:
@@ -74,6 +77,12 @@ class SequenceReplay(eqx.Module):
         example = (jax.tree.map(lambda x: x[0], timestep), policy_step)
         return _flashbax().init(example, add_batch_size=num_envs, max_length_time_axis=capacity)
 
+    def init_for(self, agent: AbstractAgent, timestep: TimeStep) -> PyTree[Array]:
+        """An empty buffer for the environments of `timestep` and the policy steps of `agent`."""
+        observation = jax.tree.map(lambda x: x[0], timestep.observation)
+        step = jax.eval_shape(lambda: agent(observation, agent.initial_carry(), jax.random.key(0))[0])
+        return self.init(timestep, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), step))
+
     def add(self, state: PyTree[Array], trajectory: Trajectory) -> PyTree[Array]:
         """The buffer with the rollout's time steps `0..T-1` and their actions added.
 
@@ -99,3 +108,56 @@ class SequenceReplay(eqx.Module):
         """Which leaves of `state` each device keeps for itself: the stored experience."""
         replicated = jax.tree.map(lambda _: False, state)
         return eqx.tree_at(lambda s: s.experience, replicated, replace=True)
+
+
+class AbstractReplayState(eqx.Module):
+    """The fields every replay learner's state has (see `replay_update`)."""
+
+    replay: eqx.AbstractVar[PyTree[Array]]
+    num_updates: eqx.AbstractVar[Int[Array, ""]]
+    num_transitions: eqx.AbstractVar[Int[Array, ""]]
+    key: eqx.AbstractVar[PRNGKeyArray]
+
+
+ReplayStateT = TypeVar("ReplayStateT", bound=AbstractReplayState)
+
+
+def replay_update(
+    replay: SequenceReplay,
+    state: ReplayStateT,
+    trajectory: Trajectory,
+    gradient_step: Callable[[ReplayStateT, PRNGKeyArray], tuple[ReplayStateT, UpdateMetrics]],
+    *,
+    min_replay_size: int,
+    gradient_steps: int,
+    axis_name: str | None,
+) -> tuple[ReplayStateT, UpdateMetrics]:
+    """One update of a replay learner: stores the rollout `[T + 1, B]`, then takes
+    `gradient_steps` steps of `gradient_step(state, key)` once the buffer can be sampled
+    and `min_replay_size` transitions (over all devices) have been added; metrics are
+    the steps' mean, zeros before learning starts."""
+    num_steps, num_envs = trajectory.timestep.reward.shape
+    num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
+    num_transitions = state.num_transitions + (num_steps - 1) * num_envs * num_devices
+    state = eqx.tree_at(
+        lambda s: (s.replay, s.num_transitions), state, (replay.add(state.replay, trajectory), num_transitions)
+    )
+
+    def learn(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
+        key, *step_keys = jax.random.split(state.key, gradient_steps + 1)
+        state, metrics = jax.lax.scan(gradient_step, state, jnp.stack(step_keys))
+        return eqx.tree_at(lambda s: s.key, state, key), jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+
+    def wait(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
+        metrics = jax.eval_shape(learn, state)[1]
+        return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
+
+    ready = replay.ready(state.replay) & (num_transitions >= min_replay_size)
+    state, metrics = jax.lax.cond(ready, learn, wait, state)
+    return eqx.tree_at(lambda s: s.num_updates, state, state.num_updates + 1), metrics
+
+
+def replay_device_local(replay: SequenceReplay, state: AbstractReplayState) -> PyTree[bool]:
+    """`AbstractLearner.device_local` of a replay learner: only the stored experience is per device."""
+    replicated = jax.tree.map(lambda _: False, state)
+    return eqx.tree_at(lambda s: s.replay, replicated, replay.device_local(state.replay))
