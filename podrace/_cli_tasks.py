@@ -20,23 +20,26 @@ from ._types import Box, Discrete
 from .envs import AbstractEnv, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_v1, pendulum_v1
 from .executors.anakin import Anakin
 from .executors.population import Population
-from .learners import AbstractLearner, DQNLearner, Learner
+from .learners import AbstractLearner, DQNLearner, Learner, SACLearner, TD3Learner, ddpg
 from .losses import A2CLoss, AbstractLoss, PPOLoss, QLearningLoss, ReinforceLoss, TDLambdaQLoss, VTraceLoss
 from .networks import (
     AbstractHead,
     AbstractNetwork,
     ActorCriticNetwork,
+    DeterministicHead,
     FeedForwardNetwork,
     GaussianHead,
     GRUCore,
     LSTMCore,
+    MLPCritic,
     MLPTorso,
     PolicyLogitHead,
     QValueHead,
     RecurrentNetwork,
+    TanhGaussianHead,
     ValueHead,
 )
-from .policies import AbstractPolicy, Categorical, EpsilonGreedy, Gaussian, Greedy, Mode
+from .policies import AbstractPolicy, Categorical, Deterministic, EpsilonGreedy, Gaussian, GaussianNoise, Greedy, Mode
 
 
 BUILT_IN_ENVS: dict[str, Callable[[], AbstractEnv]] = {
@@ -90,6 +93,11 @@ class Settings:
     batch_size: int = 128
     min_replay_size: int = 1_000
     target_update_period: int = 100
+    gradient_steps: int = 1
+    tau: float = 0.005
+    exploration_noise: float = 0.1
+    target_noise: float = 0.2
+    policy_delay: int = 2
 
     def to_json(self) -> dict[str, Any]:
         """The settings as JSON values (tuples as lists)."""
@@ -193,6 +201,25 @@ TUNED: dict[tuple[str, str], dict[str, Any]] = {
         num_epochs=10,
         num_minibatches=8,
     ),
+    # Fujimoto et al.'s DDPG and TD3 settings (2018: Adam at 1e-3, tau 0.005, exploration
+    # noise 0.1), SAC's own (a learnt temperature), with (64, 64) ReLU networks, batches
+    # of 128 and one gradient step per two environment steps.
+    **{
+        ("pendulum", algo): dict(
+            hidden=(64, 64),
+            activation="relu",
+            num_envs=4,
+            rollout_length=1,
+            num_updates=5_000,
+            updates_per_call=500,
+            max_grad_norm=None,
+            buffer_size=20_000,
+            batch_size=128,
+            min_replay_size=1_000,
+            gradient_steps=2,
+        )
+        for algo in ("ddpg", "td3", "sac")
+    },
     # A GRU between torso and head: the answer depends on the first observation.
     ("repeat-first", "ppo"): dict(
         hidden=(32,),
@@ -222,6 +249,15 @@ DEFAULT_ALGORITHMS = {
 
 THRESHOLDS = {"catch": 0.9, "cartpole": 450.0, "pendulum": -300.0, "repeat-first": 0.9}
 """The mean evaluation return that counts as solved, for the environments with tuned defaults."""
+
+SOLVED_BY_ALGORITHM = {("pendulum", algo): -200.0 for algo in ("ddpg", "td3", "sac")}
+"""Higher bars where the published results are higher: RL Zoo's off-policy rows reach
+about -150 on Pendulum in 20k steps."""
+
+
+def solved_threshold(env: str, algo: str) -> float:
+    """The mean evaluation return that counts as solved for `env` with `algo`."""
+    return SOLVED_BY_ALGORITHM.get((env, algo), THRESHOLDS[env])
 
 
 def used_settings(settings: Settings) -> dict[str, Any]:
@@ -274,29 +310,94 @@ def _one_pass(settings: Settings) -> tuple[int, int]:
     return 1, 1
 
 
-def _on_policy_learner(settings: Settings, network: AbstractNetwork, action_space: Any) -> AbstractLearner:
+def _loss(settings: Settings) -> AbstractLoss:
+    loss = ALGORITHMS[settings.algo].loss
+    if loss is None:
+        raise ValueError(f"{settings.algo} writes its own objectives; it has no loss to build.")
+    return loss(settings)
+
+
+def _on_policy_learner(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractLearner:
+    action_space = env_spaces[0]
+    network = make_network(settings, env_spaces, key)
     num_epochs, num_minibatches = ALGORITHMS[settings.algo].passes(settings)
     return Learner(
         network,
         training_policy(settings, action_space),
-        ALGORITHMS[settings.algo].loss(settings),
+        _loss(settings),
         _optimizer(settings),
         num_epochs=num_epochs,
         num_minibatches=num_minibatches,
     )
 
 
-def _dqn_learner(settings: Settings, network: AbstractNetwork, action_space: Any) -> AbstractLearner:
-    del action_space
+def _dqn_learner(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractLearner:
     return DQNLearner(
-        network,
-        ALGORITHMS[settings.algo].loss(settings),
+        make_network(settings, env_spaces, key),
+        _loss(settings),
         _optimizer(settings),
         epsilon=optax.linear_schedule(1.0, settings.epsilon, settings.epsilon_decay_steps),
         buffer_size=settings.buffer_size,
         batch_size=settings.batch_size,
         min_replay_size=settings.min_replay_size,
+        gradient_steps=settings.gradient_steps,
         target_update_period=settings.target_update_period,
+    )
+
+
+def _actor_critic_learner(
+    settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array
+) -> AbstractLearner:
+    """DDPG, TD3 or SAC: an MLP actor with a bounded head and twin MLP critics (one for DDPG)."""
+    action_space, observation_shape = env_spaces
+    if not isinstance(action_space, Box) or len(action_space.shape) != 1:
+        raise ValueError(
+            f"{settings.algo} learns continuous actions; {settings.env}'s actions are "
+            f"{type(action_space).__name__}. Use it on an environment with a flat Box action space, such as pendulum."
+        )
+    if settings.core is not None:
+        raise ValueError(f"{settings.algo} replays feed-forward networks only; leave out --core.")
+    torso_key, head_key, critic_key = jax.random.split(key, 3)
+    activation = ACTIVATIONS[settings.activation]
+    features, action_size = settings.hidden[-1], action_space.shape[0]
+    low, high = action_space.low.tolist(), action_space.high.tolist()
+    torso = MLPTorso(observation_shape, settings.hidden, activation=activation, key=torso_key)
+    actor: AbstractNetwork
+    if settings.algo == "sac":
+        actor = FeedForwardNetwork(torso, TanhGaussianHead(features, action_size, low=low, high=high, key=head_key))
+    else:
+        actor = FeedForwardNetwork(torso, DeterministicHead(features, action_size, low=low, high=high, key=head_key))
+    critic = MLPCritic(
+        observation_shape,
+        action_size,
+        settings.hidden,
+        num_critics=1 if settings.algo == "ddpg" else 2,
+        activation=activation,
+        key=critic_key,
+    )
+    optimizer = _optimizer(settings)
+    replay: dict[str, Any] = dict(
+        buffer_size=settings.buffer_size,
+        batch_size=settings.batch_size,
+        discount=settings.discount,
+        tau=settings.tau,
+        min_replay_size=settings.min_replay_size,
+        gradient_steps=settings.gradient_steps,
+    )
+    if settings.algo == "sac":
+        return SACLearner(actor, critic, optimizer, optimizer, optimizer, **replay)
+    exploration = GaussianNoise(settings.exploration_noise)
+    if settings.algo == "ddpg":
+        return ddpg(actor, critic, optimizer, optimizer, exploration=exploration, **replay)
+    return TD3Learner(
+        actor,
+        critic,
+        optimizer,
+        optimizer,
+        exploration=exploration,
+        target_noise=settings.target_noise,
+        policy_delay=settings.policy_delay,
+        **replay,
     )
 
 
@@ -308,20 +409,26 @@ class Algorithm:
     - `learns_q_values`: a Q-value head (discrete actions), acting greedily when
         evaluated; otherwise a policy head with a value output, evaluated at its mode.
     - `reads`: the settings of its own (the others are the network's and the optimiser's).
-    - `loss`: its loss, from the settings.
+    - `loss`: its loss, from the settings (`None` for a learner that writes its own
+        objectives, as the actor-critic learners do).
     - `passes`: epochs and minibatches per update.
-    - `learner`: its learner, from the settings, the network and the action space.
+    - `learner`: its learner, from the settings, the environment's action space and
+        observation shape, and the key its networks are drawn from.
+    - `evaluation_policy`: the deterministic policy its trained agent is evaluated with.
     """
 
     learns_q_values: bool
     reads: tuple[str, ...]
-    loss: Callable[[Settings], AbstractLoss]
+    loss: Callable[[Settings], AbstractLoss] | None
     passes: Callable[[Settings], tuple[int, int]] = _one_pass
-    learner: Callable[[Settings, AbstractNetwork, Any], AbstractLearner] = _on_policy_learner
+    learner: Callable[[Settings, tuple[Any, tuple[int, ...]], jax.Array], AbstractLearner] = _on_policy_learner
+    evaluation_policy: Callable[[], AbstractPolicy] | None = None
 
 
 _POLICY_GRADIENT = ("separate_critic", "value_coefficient", "entropy_coefficient")
-_REPLAY = ("epsilon_decay_steps", "buffer_size", "batch_size", "min_replay_size", "target_update_period")
+_REPLAY = ("buffer_size", "batch_size", "min_replay_size", "gradient_steps")
+_DQN = ("epsilon", "double", "epsilon_decay_steps", *_REPLAY, "target_update_period")
+_ACTOR_CRITIC = (*_REPLAY, "tau")
 ALGORITHMS: dict[str, Algorithm] = {
     "td-lambda": Algorithm(
         True, ("lambda_", "epsilon"), lambda s: TDLambdaQLoss(discount=s.discount, lambda_=s.lambda_)
@@ -329,7 +436,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "q-learning": Algorithm(True, ("epsilon", "double"), lambda s: QLearningLoss(discount=s.discount, double=s.double)),
     "dqn": Algorithm(
         True,
-        ("epsilon", "double", *_REPLAY),
+        _DQN,
         lambda s: QLearningLoss(discount=s.discount, double=s.double),
         learner=_dqn_learner,
     ),
@@ -375,6 +482,21 @@ ALGORITHMS: dict[str, Algorithm] = {
             entropy_coefficient=s.entropy_coefficient,
         ),
     ),
+    "ddpg": Algorithm(
+        False,
+        (*_ACTOR_CRITIC, "exploration_noise"),
+        None,
+        learner=_actor_critic_learner,
+        evaluation_policy=Deterministic,
+    ),
+    "td3": Algorithm(
+        False,
+        (*_ACTOR_CRITIC, "exploration_noise", "target_noise", "policy_delay"),
+        None,
+        learner=_actor_critic_learner,
+        evaluation_policy=Deterministic,
+    ),
+    "sac": Algorithm(False, _ACTOR_CRITIC, None, learner=_actor_critic_learner),
 }
 """The algorithms by name: adding one is adding a row."""
 
@@ -432,12 +554,15 @@ def training_policy(settings: Settings, action_space) -> AbstractPolicy:
 
 def evaluation_policy(settings: Settings) -> AbstractPolicy:
     """The deterministic policy a trained agent is evaluated with."""
-    return Greedy() if ALGORITHMS[settings.algo].learns_q_values else Mode()
+    algorithm = ALGORITHMS[settings.algo]
+    if algorithm.evaluation_policy is not None:
+        return algorithm.evaluation_policy()
+    return Greedy() if algorithm.learns_q_values else Mode()
 
 
 def make_learner(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractLearner:
-    """The learner of a run, its network drawn from `key`."""
-    return ALGORITHMS[settings.algo].learner(settings, make_network(settings, env_spaces, key), env_spaces[0])
+    """The learner of a run, its networks drawn from `key`."""
+    return ALGORITHMS[settings.algo].learner(settings, env_spaces, key)
 
 
 def env_spaces(env: AbstractEnv) -> tuple[Any, tuple[int, ...]]:

@@ -142,12 +142,17 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("epsilon", _unit_interval, "exploration: td-lambda and q-learning act epsilon-greedily; DQN's final epsilon"),
         ("double", None, "double Q-learning targets (q-learning, dqn)"),
     ],
-    "DQN": [
-        ("epsilon-decay-steps", _positive_int, "environment steps over which epsilon falls from 1"),
+    "replay (dqn, ddpg, td3, sac)": [
         ("buffer-size", _positive_int, "replay capacity, in transitions"),
         ("batch-size", _positive_int, "transitions per gradient step"),
         ("min-replay-size", _positive_int, "transitions stored before learning starts"),
-        ("target-update-period", _positive_int, "updates between copies of the target network"),
+        ("gradient-steps", _positive_int, "gradient steps per update"),
+        ("epsilon-decay-steps", _positive_int, "DQN: environment steps over which epsilon falls from 1"),
+        ("target-update-period", _positive_int, "DQN: updates between copies of the target network"),
+        ("tau", _unit_interval, "ddpg, td3, sac: the Polyak step of the target networks"),
+        ("exploration-noise", _positive_float, "ddpg, td3: Gaussian action noise, relative to half the action range"),
+        ("target-noise", _non_negative_float, "td3: target policy smoothing noise, relative to half the range"),
+        ("policy-delay", _positive_int, "td3: critic steps per actor and target step"),
     ],
 }
 
@@ -208,7 +213,7 @@ def _add_train_parser(commands: Any) -> None:
 def _tuned_tasks_help() -> str:
     lines = ["defaults tested to solve the task (9 of the seeds 0-9 reach the return):"]
     for (env, algo), _ in tasks.TUNED.items():
-        lines.append(f"  {env} {algo}: {tasks.THRESHOLDS[env]:g}")
+        lines.append(f"  {env} {algo}: {tasks.solved_threshold(env, algo):g}")
     lines.append("other pairs start from generic defaults.")
     return "\n".join(lines)
 

@@ -47,9 +47,12 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
     if continuous and tasks.ALGORITHMS[algo].learns_q_values:
         with pytest.raises(ValueError, match="learns Q-values of discrete actions"):
             tasks.make_run(settings)
+    elif not continuous and algo in ("ddpg", "td3", "sac"):
+        with pytest.raises(ValueError, match="learns continuous actions"):
+            tasks.make_run(settings)
     else:
         pipeline, _ = tasks.make_run(settings)
-        assert pipeline.learner.network.output_type is not None
+        assert pipeline.learner.initial_agent().network.output_type is not None
 
 
 @pytest.mark.parametrize(
@@ -59,6 +62,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
         *(["catch", algo] for algo in ("dqn", "reinforce", "ppo", "vtrace")),
         *([env] for env in tasks.BUILT_IN_ENVS if env != "catch"),  # each with its default algorithm
         ["pendulum", "a2c"],
+        ["pendulum", "sac"],
         ["catch", "ppo", "--core", "lstm"],
         ["catch", "td-lambda", "--core", "gru"],
         ["gymnax:MountainCar-v0", "vtrace"],
@@ -68,7 +72,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
 )
 def test_train_runs(command, tmp_path, capsys):
     argv = ["train", *command, *TINY, "--output", str(tmp_path / "c.png")]
-    if command[0] == "deep-sea":  # DQN needs a replay of a few transitions first
+    if command[0] == "deep-sea" or command[1:] == ["sac"]:  # replay needs a few transitions first
         argv += ["--min-replay-size", "8", "--batch-size", "4"]
     assert cli.main(argv) == 0, capsys.readouterr().err
     printed = capsys.readouterr().out
@@ -79,6 +83,11 @@ def test_train_runs(command, tmp_path, capsys):
 def test_a_continuous_env_refuses_q_learning_with_a_message(capsys):
     assert cli.main(["train", "pendulum", "dqn", *TINY]) == 2
     assert "dqn learns Q-values of discrete actions" in capsys.readouterr().err
+
+
+def test_an_actor_critic_learner_refuses_a_recurrent_core_with_a_message(capsys):
+    assert cli.main(["train", "pendulum", "td3", "--core", "gru", *TINY]) == 2
+    assert "td3 replays feed-forward networks only; leave out --core" in capsys.readouterr().err
 
 
 def test_an_unknown_env_is_reported(capsys):
