@@ -21,7 +21,7 @@ from .envs import AbstractEnv, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_
 from .executors.anakin import Anakin
 from .executors.population import Population
 from .learners import AbstractLearner, DQNLearner, Learner, SACLearner, TD3Learner, ddpg
-from .losses import A2CLoss, AbstractLoss, PPOLoss, QLearningLoss, ReinforceLoss, TDLambdaQLoss, VTraceLoss
+from .losses import A2CLoss, AbstractLoss, PPOLoss, PQNLoss, QLearningLoss, ReinforceLoss, TDLambdaQLoss, VTraceLoss
 from .networks import (
     AbstractHead,
     AbstractNetwork,
@@ -75,6 +75,7 @@ class Settings:
     core: str | None = None
     core_size: int = 32
     separate_critic: bool = False
+    layer_norm: bool = False
     learning_rate: float = 1e-3
     anneal_learning_rate: bool = False
     max_grad_norm: float | None = 0.5
@@ -345,6 +346,19 @@ def _dqn_learner(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], ke
     )
 
 
+def _pqn_learner(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractLearner:
+    """PQN: epsilon-greedy on a schedule, epochs of minibatches of single transitions."""
+    return Learner(
+        make_network(settings, env_spaces, key),
+        EpsilonGreedy(optax.linear_schedule(1.0, settings.epsilon, settings.epsilon_decay_steps)),
+        _loss(settings),
+        _optimizer(settings),
+        num_epochs=settings.num_epochs,
+        num_minibatches=settings.num_minibatches,
+        minibatches_of="transitions",
+    )
+
+
 def _actor_critic_learner(
     settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array
 ) -> AbstractLearner:
@@ -440,6 +454,13 @@ ALGORITHMS: dict[str, Algorithm] = {
         lambda s: QLearningLoss(discount=s.discount, double=s.double),
         learner=_dqn_learner,
     ),
+    "pqn": Algorithm(
+        True,
+        ("lambda_", "epsilon", "epsilon_decay_steps", "num_epochs", "num_minibatches"),
+        lambda s: PQNLoss(discount=s.discount, lambda_=s.lambda_),
+        passes=lambda s: (s.num_epochs, s.num_minibatches),
+        learner=_pqn_learner,
+    ),
     "reinforce": Algorithm(
         False,
         (*_POLICY_GRADIENT, "baseline"),
@@ -531,7 +552,9 @@ def make_network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], ke
     action_space, observation_shape = env_spaces
     torso_key, core_key, head_key, critic_key, value_key = jax.random.split(key, 5)
     activation = ACTIVATIONS[settings.activation]
-    torso = MLPTorso(observation_shape, settings.hidden, activation=activation, key=torso_key)
+    torso = MLPTorso(
+        observation_shape, settings.hidden, activation=activation, layer_norm=settings.layer_norm, key=torso_key
+    )
     features = settings.hidden[-1]
     if settings.core is not None:
         core_type = {"gru": GRUCore, "lstm": LSTMCore}[settings.core]
@@ -539,7 +562,9 @@ def make_network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], ke
         head = _head(settings, action_space, settings.core_size, with_value=True, key=head_key)
         return RecurrentNetwork(torso, core, head)
     if settings.separate_critic and not ALGORITHMS[settings.algo].learns_q_values:
-        critic = MLPTorso(observation_shape, settings.hidden, activation=activation, key=critic_key)
+        critic = MLPTorso(
+            observation_shape, settings.hidden, activation=activation, layer_norm=settings.layer_norm, key=critic_key
+        )
         head = _head(settings, action_space, features, with_value=False, key=head_key)
         return ActorCriticNetwork(torso, head, critic, ValueHead(features, key=value_key))
     return FeedForwardNetwork(torso, _head(settings, action_space, features, with_value=True, key=head_key))

@@ -264,9 +264,12 @@ def q_network(
     num_actions: int = NUM_ACTIONS,
     hidden_sizes: tuple[int, ...] = (8,),
     activation: Callable[[Array], Array] = jax.nn.relu,
+    layer_norm: bool = False,
 ) -> pr.networks.FeedForwardNetwork:
     torso_key, head_key = jax.random.split(key)
-    torso = pr.networks.MLPTorso(observation_shape, hidden_sizes, activation=activation, key=torso_key)
+    torso = pr.networks.MLPTorso(
+        observation_shape, hidden_sizes, activation=activation, layer_norm=layer_norm, key=torso_key
+    )
     return pr.networks.FeedForwardNetwork(torso, pr.networks.QValueHead(hidden_sizes[-1], num_actions, key=head_key))
 
 
@@ -560,7 +563,7 @@ class LossCase:
     def setup(self, seed: int, num_steps: int, batch_size: int) -> tuple[Any, Any, pr.Trajectory]:
         """The loss, a network for it and a random batch of trajectories `[T + 1, B]`."""
         loss, key = self.make(), jax.random.key(seed)
-        if isinstance(loss, pr.losses.AbstractQLoss):
+        if loss.input_type is pr.QValues:
             network = q_network(key)
         elif self.continuous:
             network = gaussian_network(key, action_size=ACTION_SIZE, with_value=True)
@@ -579,6 +582,7 @@ LOSSES: dict[str, LossCase] = {
     "q-learning": LossCase(lambda: pr.losses.QLearningLoss(discount=0.99)),
     "q-learning-three-step-huber": LossCase(lambda: pr.losses.QLearningLoss(discount=0.9, n_step=3, huber_delta=1.0)),
     "double-q-learning": LossCase(lambda: pr.losses.QLearningLoss(discount=0.99, double=True)),
+    "pqn": LossCase(lambda: pr.losses.PQNLoss(discount=0.99, lambda_=0.65)),
     "a2c": LossCase(lambda: pr.losses.A2CLoss(discount=0.99, lambda_=0.9)),
     "a2c-gaussian": LossCase(lambda: pr.losses.A2CLoss(discount=0.9), continuous=True),
     "reinforce": LossCase(lambda: pr.losses.ReinforceLoss(discount=0.99, entropy_coefficient=0.01)),
@@ -729,6 +733,20 @@ def dqn_learner(key: PRNGKeyArray) -> pr.learners.DQNLearner:
 
 
 POINT_OBS_SHAPE = (1,)
+
+
+def pqn_learner(key: PRNGKeyArray) -> pr.Learner:
+    """PQN: a layer-normalised Q-network, epsilon-greedy on a schedule, Q(lambda) returns
+    computed once per update, epochs of minibatches of single transitions."""
+    return pr.Learner(
+        q_network(key, layer_norm=True),
+        pr.policies.EpsilonGreedy(optax.linear_schedule(1.0, 0.05, 100)),
+        pr.losses.PQNLoss(discount=0.99, lambda_=0.65),
+        CLIPPED_ADAM,
+        num_epochs=2,
+        num_minibatches=3,
+        minibatches_of="transitions",
+    )
 
 
 def td3_learner(key: PRNGKeyArray) -> pr.learners.TD3Learner:
@@ -894,6 +912,7 @@ LEARNERS: dict[str, LearnerCase] = {
         continuous=True,
         device_invariant=False,
     ),
+    "pqn-layer-norm-transitions": LearnerCase(pqn_learner),
     # The library's off-policy actor-critic learners: each device replays its own experience.
     "td3": LearnerCase(td3_learner, continuous=True, device_invariant=False),
     "sac": LearnerCase(sac_learner, continuous=True, device_invariant=False),

@@ -63,6 +63,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
         *([env] for env in tasks.BUILT_IN_ENVS if env != "catch"),  # each with its default algorithm
         ["pendulum", "a2c"],
         ["pendulum", "sac"],
+        ["cartpole", "pqn", "--layer-norm"],
         ["catch", "ppo", "--core", "lstm"],
         ["catch", "td-lambda", "--core", "gru"],
         ["gymnax:MountainCar-v0", "vtrace"],

@@ -230,6 +230,16 @@ PROBE_LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.learners.AbstractLearner]]
     "td-lambda-q": _q_learner(pr.losses.TDLambdaQLoss(discount=DISCOUNT, lambda_=0.9)),
     "q-learning": _q_learner(pr.losses.QLearningLoss(discount=DISCOUNT)),
     "dqn": _dqn_learner,
+    # PQN: a layer-normalised Q-network, returns computed once per update, minibatches of transitions.
+    "pqn": lambda key: pr.Learner(
+        helpers.q_network(key, (1,), 2, (HIDDEN_SIZE,), layer_norm=True),
+        pr.policies.EpsilonGreedy(0.5),
+        pr.losses.PQNLoss(discount=DISCOUNT, lambda_=0.65),
+        OPTIMIZER,
+        num_epochs=2,
+        num_minibatches=2,
+        minibatches_of="transitions",
+    ),
     "a2c": _actor_critic_learner(pr.losses.A2CLoss(discount=DISCOUNT)),
     "ppo-two-epochs-two-minibatches": _actor_critic_learner(
         pr.losses.PPOLoss(discount=DISCOUNT), num_epochs=2, num_minibatches=2

@@ -23,6 +23,7 @@ from .policy_gradient import (
     ppo_clipped_surrogate as ppo_clipped_surrogate,
 )
 from .ppo import PPOLoss as PPOLoss
+from .pqn import PQNLoss as PQNLoss
 from .reinforce import ReinforceLoss as ReinforceLoss
 from .td_lambda_q import TDLambdaQLoss as TDLambdaQLoss
 from .value_learning import (
@@ -49,6 +50,7 @@ __all__ = [
     "A2CLoss",
     "ReinforceLoss",
     "PPOLoss",
+    "PQNLoss",
     "VTraceLoss",
     "mean_over_trajectories",
     "bootstrap_agent",

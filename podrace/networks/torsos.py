@@ -48,6 +48,10 @@ class MLPTorso(AbstractTorso):
     - `observation_shape`: the shape of one observation.
     - `hidden_sizes`: the width of each hidden layer.
     - `activation`: applied after every layer.
+    - `layer_norm`: normalise every layer's output (with a learnt scale and offset)
+        before its activation, as PQN's Q-network does (Ba et al., "Layer
+        Normalization", 2016; Gallici et al., "Simplifying Deep Temporal Difference
+        Learning", ICLR 2025).
     - `initialization`: how every layer's weights and bias are drawn (an
         [`podrace.networks.AbstractInitialization`][]; CleanRL's PPO uses
         `Orthogonal(math.sqrt(2))`).
@@ -55,6 +59,7 @@ class MLPTorso(AbstractTorso):
     """
 
     layers: tuple[eqx.nn.Linear, ...]
+    norms: tuple[eqx.nn.LayerNorm, ...] | None
     activation: Callable[[Array], Array] = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
 
@@ -64,6 +69,7 @@ class MLPTorso(AbstractTorso):
         hidden_sizes: Sequence[int],
         *,
         activation: Callable[[Array], Array] = jax.nn.relu,
+        layer_norm: bool = False,
         initialization: AbstractInitialization = FanInUniform(),
         key: PRNGKeyArray,
     ):
@@ -72,13 +78,17 @@ class MLPTorso(AbstractTorso):
         self.layers = init_layers(
             key, *dense_layers(math.prod(observation_shape), hidden_sizes), initialization=initialization
         )
+        self.norms = tuple(eqx.nn.LayerNorm(size) for size in hidden_sizes) if layer_norm else None
         self.activation = activation
         self.output_size = hidden_sizes[-1]
 
     def __call__(self, observation: Array) -> Float[Array, " output_size"]:
         x = jnp.ravel(observation)
-        for layer in self.layers:
-            x = self.activation(apply_linear(layer, x))
+        for index, layer in enumerate(self.layers):
+            x = apply_linear(layer, x)
+            if self.norms is not None:
+                x = self.norms[index](x)
+            x = self.activation(x)
         return x
 
 
