@@ -1,8 +1,9 @@
 """Learners: how experience turns into parameter updates.
 
 A new learner subclasses [`podrace.learners.AbstractLearner`][] and builds on the parts
-here: [`podrace.learners.SequenceReplay`][] for experience (with `replay_update` for the
-store-then-learn update every replay learner shares), `gradient_step` (with
+here: [`podrace.learners.SequenceReplay`][] for experience (and
+[`podrace.learners.AbstractReplayLearner`][] for the store-then-learn update every replay
+learner shares), `gradient_step` (with
 `apply_gradients` and `loss_gradients`) for optimiser steps averaged over devices,
 `with_params` to put learnt arrays back into a network, and `check_agent_fits` for its
 fit check.
@@ -22,6 +23,8 @@ from .learner import (
     with_params as with_params,
 )
 from .off_policy import (
+    AbstractActorCriticLearner as AbstractActorCriticLearner,
+    AbstractActorCriticState as AbstractActorCriticState,
     SACLearner as SACLearner,
     SACState as SACState,
     TD3Learner as TD3Learner,
@@ -29,15 +32,17 @@ from .off_policy import (
     ddpg as ddpg,
 )
 from .replay import (
+    AbstractReplayLearner as AbstractReplayLearner,
     AbstractReplayState as AbstractReplayState,
     SequenceReplay as SequenceReplay,
-    replay_device_local as replay_device_local,
-    replay_update as replay_update,
 )
 
 
 __all__ = [
+    "AbstractActorCriticLearner",
+    "AbstractActorCriticState",
     "AbstractLearner",
+    "AbstractReplayLearner",
     "AbstractReplayState",
     "apply_gradients",
     "as_transitions",
@@ -49,8 +54,6 @@ __all__ = [
     "Learner",
     "LearnerState",
     "loss_gradients",
-    "replay_device_local",
-    "replay_update",
     "SACLearner",
     "SACState",
     "SequenceReplay",

@@ -8,15 +8,15 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
-from .._types import AbstractSpace, TimeStep, Trajectory
+from .._types import AbstractSpace, TimeStep
 from .._validation import check_in_unit_interval, check_parts_fit, check_positive_int, check_reads
 from ..agent import Agent
 from ..losses import AbstractLoss, AbstractQLoss
 from ..networks import AbstractNetwork
 from ..policies import EpsilonGreedy
 from ..results import UpdateMetrics
-from .learner import AbstractLearner, gradient_step, with_params
-from .replay import AbstractReplayState, SequenceReplay, replay_device_local, replay_update
+from .learner import gradient_step, with_params
+from .replay import AbstractReplayLearner, AbstractReplayState, SequenceReplay
 
 
 @final
@@ -47,7 +47,7 @@ class DQNState(AbstractReplayState):
 
 
 @final
-class DQNLearner(AbstractLearner[DQNState]):
+class DQNLearner(AbstractReplayLearner[DQNState]):
     """Deep Q-learning: acts epsilon-greedily, stores experience, learns from replayed sequences.
 
     Each update adds the rollout to a [`podrace.learners.SequenceReplay`][] held in the
@@ -186,23 +186,7 @@ class DQNLearner(AbstractLearner[DQNState]):
         """Epsilon-greedy acting, with the epsilon of the schedule at `state`'s transition count."""
         return Agent(self.network_at(state), self.policy.at(state.num_transitions))
 
-    def device_local(self, state: DQNState) -> PyTree[bool]:
-        return replay_device_local(self.replay, state)
-
-    def update(
-        self, state: DQNState, trajectory: Trajectory, *, axis_name: str | None = None
-    ) -> tuple[DQNState, UpdateMetrics]:
-        return replay_update(
-            self.replay,
-            state,
-            trajectory,
-            lambda state, key: self._gradient_step(state, key, axis_name),
-            min_replay_size=self.min_replay_size,
-            gradient_steps=self.gradient_steps,
-            axis_name=axis_name,
-        )
-
-    def _gradient_step(self, state: DQNState, key: PRNGKeyArray, axis_name: str | None):
+    def learn_step(self, state: DQNState, key: PRNGKeyArray, axis_name: str | None) -> tuple[DQNState, UpdateMetrics]:
         sequences = self.replay.sample(state.replay, key, self.batch_size)
         target_network = self.network_with(state.target_params)
 

@@ -6,7 +6,7 @@ estimates, Polyak-averaged target copies, one optax optimiser per part and a
 """
 
 import functools
-from typing import final
+from typing import TypeVar, final
 
 import equinox as eqx
 import jax
@@ -27,8 +27,8 @@ from ..losses import transition_mask
 from ..networks import AbstractCritic, AbstractNetwork
 from ..policies import AbstractPolicy, GaussianNoise, TanhGaussian
 from ..results import UpdateMetrics
-from .learner import AbstractLearner, gradient_step, with_params
-from .replay import AbstractReplayState, SequenceReplay, replay_device_local, replay_update
+from .learner import gradient_step, with_params
+from .replay import AbstractReplayLearner, AbstractReplayState, SequenceReplay
 
 
 def _check_actor_critic(owner: str, actor: AbstractNetwork, critic: AbstractCritic, output_type: type) -> None:
@@ -75,8 +75,42 @@ def _merge(*metrics: UpdateMetrics) -> UpdateMetrics:
     return UpdateMetrics(jnp.sum(jnp.stack([m.loss for m in metrics])), terms, grad_norm)
 
 
+class AbstractActorCriticState(AbstractReplayState):
+    """The fields the off-policy actor-critic learners' states share."""
+
+    actor_params: eqx.AbstractVar[PyTree[Array]]
+
+
+ActorCriticStateT = TypeVar("ActorCriticStateT", bound=AbstractActorCriticState)
+
+
+class AbstractActorCriticLearner(AbstractReplayLearner[ActorCriticStateT]):
+    """An off-policy actor-critic learner: an actor network that acts through an
+    exploration policy, and a [`podrace.networks.AbstractCritic`][] learnt beside it."""
+
+    actor: eqx.AbstractVar[AbstractNetwork]
+    critic: eqx.AbstractVar[AbstractCritic]
+    exploration: eqx.AbstractVar[AbstractPolicy]
+
+    def initial_agent(self) -> Agent:
+        return Agent(self.actor, self.exploration)
+
+    def network_at(self, state: ActorCriticStateT) -> AbstractNetwork:
+        return with_params(self.actor, state.actor_params)
+
+    def agent(self, state: ActorCriticStateT) -> Agent:
+        return Agent(self.network_at(state), self.exploration.at(state.num_transitions))
+
+    def check_fits(
+        self, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
+    ) -> None:
+        del num_envs  # any number: each environment has its own row of the replay buffer
+        check_agent_fits(self.actor, self.exploration, action_space, observation, env_name=env_name)
+        self.critic.check_fits(action_space, observation, env_name=env_name)
+
+
 @final
-class TD3State(AbstractReplayState):
+class TD3State(AbstractActorCriticState):
     """Everything a [`podrace.learners.TD3Learner`][] updates.
 
     **Arguments:**
@@ -105,7 +139,7 @@ class TD3State(AbstractReplayState):
 
 
 @final
-class TD3Learner(AbstractLearner[TD3State]):
+class TD3Learner(AbstractActorCriticLearner[TD3State]):
     """Twin Delayed DDPG: a deterministic actor climbing its critic, learnt from replay.
 
     Each gradient step regresses every critic onto
@@ -220,39 +254,7 @@ class TD3Learner(AbstractLearner[TD3State]):
             key=key,
         )
 
-    def initial_agent(self) -> Agent:
-        return Agent(self.actor, self.exploration)
-
-    def network_at(self, state: TD3State) -> AbstractNetwork:
-        return with_params(self.actor, state.actor_params)
-
-    def agent(self, state: TD3State) -> Agent:
-        return Agent(self.network_at(state), self.exploration.at(state.num_transitions))
-
-    def check_fits(
-        self, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
-    ) -> None:
-        del num_envs  # any number: each environment has its own row of the replay buffer
-        check_agent_fits(self.actor, self.exploration, action_space, observation, env_name=env_name)
-        self.critic.check_fits(action_space, observation, env_name=env_name)
-
-    def device_local(self, state: TD3State) -> PyTree[bool]:
-        return replay_device_local(self.replay, state)
-
-    def update(
-        self, state: TD3State, trajectory: Trajectory, *, axis_name: str | None = None
-    ) -> tuple[TD3State, UpdateMetrics]:
-        return replay_update(
-            self.replay,
-            state,
-            trajectory,
-            lambda state, key: self._gradient_step(state, key, axis_name),
-            min_replay_size=self.min_replay_size,
-            gradient_steps=self.gradient_steps,
-            axis_name=axis_name,
-        )
-
-    def _gradient_step(self, state: TD3State, key: PRNGKeyArray, axis_name: str | None):
+    def learn_step(self, state: TD3State, key: PRNGKeyArray, axis_name: str | None) -> tuple[TD3State, UpdateMetrics]:
         sample_key, noise_key = jax.random.split(key)
         batch = self.replay.sample(state.replay, sample_key, self.batch_size)
         observation, action, reward, discount, next_observation, mask = _one_step_batch(batch)
@@ -351,7 +353,7 @@ def ddpg(
 
 
 @final
-class SACState(AbstractReplayState):
+class SACState(AbstractActorCriticState):
     """Everything a [`podrace.learners.SACLearner`][] updates.
 
     **Arguments:**
@@ -379,7 +381,7 @@ class SACState(AbstractReplayState):
 
 
 @final
-class SACLearner(AbstractLearner[SACState]):
+class SACLearner(AbstractActorCriticLearner[SACState]):
     """Soft Actor-Critic with a learned temperature: a tanh-squashed Gaussian actor, twin
     critics with a Polyak-averaged target, learnt from replay.
 
@@ -491,38 +493,6 @@ class SACLearner(AbstractLearner[SACState]):
             key=key,
         )
 
-    def initial_agent(self) -> Agent:
-        return Agent(self.actor, self.exploration)
-
-    def network_at(self, state: SACState) -> AbstractNetwork:
-        return with_params(self.actor, state.actor_params)
-
-    def agent(self, state: SACState) -> Agent:
-        return Agent(self.network_at(state), self.exploration.at(state.num_transitions))
-
-    def check_fits(
-        self, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
-    ) -> None:
-        del num_envs  # any number: each environment has its own row of the replay buffer
-        check_agent_fits(self.actor, self.exploration, action_space, observation, env_name=env_name)
-        self.critic.check_fits(action_space, observation, env_name=env_name)
-
-    def device_local(self, state: SACState) -> PyTree[bool]:
-        return replay_device_local(self.replay, state)
-
-    def update(
-        self, state: SACState, trajectory: Trajectory, *, axis_name: str | None = None
-    ) -> tuple[SACState, UpdateMetrics]:
-        return replay_update(
-            self.replay,
-            state,
-            trajectory,
-            lambda state, key: self._gradient_step(state, key, axis_name),
-            min_replay_size=self.min_replay_size,
-            gradient_steps=self.gradient_steps,
-            axis_name=axis_name,
-        )
-
     def _sample_actions(self, actor_params: PyTree[Array], observation, key: PRNGKeyArray):
         """Reparameterised actions of the actor and their log-probabilities, one per observation."""
         actor = with_params(self.actor, actor_params)
@@ -530,7 +500,7 @@ class SACLearner(AbstractLearner[SACState]):
         steps = jax.vmap(lambda o, k: TanhGaussian()(actor(o, ())[0], k))(observation, keys)
         return steps.action, steps.log_prob
 
-    def _gradient_step(self, state: SACState, key: PRNGKeyArray, axis_name: str | None):
+    def learn_step(self, state: SACState, key: PRNGKeyArray, axis_name: str | None) -> tuple[SACState, UpdateMetrics]:
         sample_key, next_key, actor_key = jax.random.split(key, 3)
         batch = self.replay.sample(state.replay, sample_key, self.batch_size)
         observation, action, reward, discount, next_observation, mask = _one_step_batch(batch)

@@ -1,6 +1,6 @@
 """Replay on the device: the part every off-policy learner stores its experience in."""
 
-from collections.abc import Callable
+import abc
 from typing import Any, TypeVar, final
 
 import equinox as eqx
@@ -12,6 +12,7 @@ from .._types import PolicyStep, TimeStep, Trajectory
 from .._validation import check_positive_int
 from ..agent import AbstractAgent
 from ..results import UpdateMetrics
+from .learner import AbstractLearner
 
 
 def _flashbax() -> Any:
@@ -111,7 +112,7 @@ class SequenceReplay(eqx.Module):
 
 
 class AbstractReplayState(eqx.Module):
-    """The fields every replay learner's state has (see `replay_update`)."""
+    """The fields every replay learner's state has (see [`podrace.learners.AbstractReplayLearner`][])."""
 
     replay: eqx.AbstractVar[PyTree[Array]]
     num_updates: eqx.AbstractVar[Int[Array, ""]]
@@ -122,42 +123,67 @@ class AbstractReplayState(eqx.Module):
 ReplayStateT = TypeVar("ReplayStateT", bound=AbstractReplayState)
 
 
-def replay_update(
-    replay: SequenceReplay,
-    state: ReplayStateT,
-    trajectory: Trajectory,
-    gradient_step: Callable[[ReplayStateT, PRNGKeyArray], tuple[ReplayStateT, UpdateMetrics]],
-    *,
-    min_replay_size: int,
-    gradient_steps: int,
-    axis_name: str | None,
-) -> tuple[ReplayStateT, UpdateMetrics]:
-    """One update of a replay learner: stores the rollout `[T + 1, B]`, then takes
-    `gradient_steps` steps of `gradient_step(state, key)` once the buffer can be sampled
-    and `min_replay_size` transitions (over all devices) have been added; metrics are
-    the steps' mean, zeros before learning starts."""
-    num_steps, num_envs = trajectory.timestep.reward.shape
-    num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
-    num_transitions = state.num_transitions + (num_steps - 1) * num_envs * num_devices
-    state = eqx.tree_at(
-        lambda s: (s.replay, s.num_transitions), state, (replay.add(state.replay, trajectory), num_transitions)
-    )
+class AbstractReplayLearner(AbstractLearner[ReplayStateT]):
+    """A learner from replayed experience: what DQN, TD3 and SAC share.
 
-    def learn(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
-        key, *step_keys = jax.random.split(state.key, gradient_steps + 1)
-        state, metrics = jax.lax.scan(gradient_step, state, jnp.stack(step_keys))
-        return eqx.tree_at(lambda s: s.key, state, key), jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+    Each update stores the rollout `[T + 1, B]` in the state's
+    [`podrace.learners.SequenceReplay`][], then, once the buffer can be sampled and
+    `min_replay_size` transitions (over all devices) have been added, takes
+    `gradient_steps` steps of `learn_step`; the update's metrics are the steps' mean
+    (zeros before learning starts). Each device keeps its own environments' experience.
+    A member implements `learn_step` and the rest of the learner contract.
 
-    def wait(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
-        metrics = jax.eval_shape(learn, state)[1]
-        return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
+    **Attributes:**
 
-    ready = replay.ready(state.replay) & (num_transitions >= min_replay_size)
-    state, metrics = jax.lax.cond(ready, learn, wait, state)
-    return eqx.tree_at(lambda s: s.num_updates, state, state.num_updates + 1), metrics
+    - `replay`: the replay part.
+    - `min_replay_size`: transitions to collect before learning starts.
+    - `gradient_steps`: calls of `learn_step` per update.
+    """
 
+    replay: eqx.AbstractVar[SequenceReplay]
+    min_replay_size: eqx.AbstractVar[int]
+    gradient_steps: eqx.AbstractVar[int]
 
-def replay_device_local(replay: SequenceReplay, state: AbstractReplayState) -> PyTree[bool]:
-    """`AbstractLearner.device_local` of a replay learner: only the stored experience is per device."""
-    replicated = jax.tree.map(lambda _: False, state)
-    return eqx.tree_at(lambda s: s.replay, replicated, replay.device_local(state.replay))
+    @abc.abstractmethod
+    def learn_step(
+        self, state: ReplayStateT, key: PRNGKeyArray, axis_name: str | None
+    ) -> tuple[ReplayStateT, UpdateMetrics]:
+        """One learning step on a batch sampled (with `key`) from `state.replay`.
+
+        **Arguments:**
+
+        - `state`: the learner state.
+        - `key`: this step's randomness.
+        - `axis_name`: as in `update`.
+        """
+
+    def device_local(self, state: ReplayStateT) -> PyTree[bool]:
+        replicated = jax.tree.map(lambda _: False, state)
+        return eqx.tree_at(lambda s: s.replay, replicated, self.replay.device_local(state.replay))
+
+    def update(
+        self, state: ReplayStateT, trajectory: Trajectory, *, axis_name: str | None = None
+    ) -> tuple[ReplayStateT, UpdateMetrics]:
+        num_steps, num_envs = trajectory.timestep.reward.shape
+        num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
+        num_transitions = state.num_transitions + (num_steps - 1) * num_envs * num_devices
+        state = eqx.tree_at(
+            lambda s: (s.replay, s.num_transitions),
+            state,
+            (self.replay.add(state.replay, trajectory), num_transitions),
+        )
+
+        def learn(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
+            key, *step_keys = jax.random.split(state.key, self.gradient_steps + 1)
+            state, metrics = jax.lax.scan(
+                lambda state, key: self.learn_step(state, key, axis_name), state, jnp.stack(step_keys)
+            )
+            return eqx.tree_at(lambda s: s.key, state, key), jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+
+        def wait(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
+            metrics = jax.eval_shape(learn, state)[1]
+            return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
+
+        ready = self.replay.ready(state.replay) & (num_transitions >= self.min_replay_size)
+        state, metrics = jax.lax.cond(ready, learn, wait, state)
+        return eqx.tree_at(lambda s: s.num_updates, state, state.num_updates + 1), metrics
