@@ -45,6 +45,7 @@ def _train_and_evaluate(settings: tasks.Settings, *, num_episodes: int = 100) ->
 def _assert_solved(returns: np.ndarray, threshold: float) -> None:
     solved = int(np.sum(returns >= threshold))
     per_seed = ", ".join(f"{seed}: {value:.3g}" for seed, value in enumerate(returns))
+    print(f"{solved}/{NUM_SEEDS} seeds reach {threshold} (returns by seed: {per_seed})")  # shown by pytest -rP
     assert solved >= MIN_SOLVED, f"{solved}/{NUM_SEEDS} seeds reach {threshold} (returns by seed: {per_seed})"
 
 
