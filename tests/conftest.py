@@ -66,7 +66,6 @@ SLOWEST = (
     "test_solves_cartpole[dqn]",
     "test_recurrent_ppo_solves_memory_chain_through_the_rlplay_actor",
     "test_the_podracer_papers_td_lambda_agent_solves_catch",
-    "test_a_learner_written_outside_the_library_solves_pendulum",
     "test_recipe_reaches_its_published_result[cleanrl-dqn-cartpole-v1]",
     "test_solves_cartpole[reinforce]",
     "test_td_lambda_learner_improves_on_gymnasium_cartpole",

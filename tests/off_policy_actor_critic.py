@@ -4,7 +4,9 @@ It shows that a learner family is one file on podrace's public parts: an actor n
 with a [`podrace.networks.DeterministicHead`][], a [`podrace.networks.MLPCritic`][] with
 target copies of both, a [`podrace.learners.SequenceReplay`][], and one optax optimiser
 per network. The tests hold it to the same contract as the library's learners
-(`helpers.LEARNERS`) and train it on Pendulum.
+(`helpers.LEARNERS`), and check that it learns as the library's
+[`podrace.learners.ddpg`][] does at the same settings (`tests/test_off_policy.py`), which
+solves Pendulum (`tests/test_learning.py`).
 
 Reference: Lillicrap et al., "Continuous control with deep reinforcement learning",
 ICLR 2016.

@@ -14,14 +14,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 import podrace as pr
 from podrace import _cli_tasks as tasks
 from podrace.executors.actor import RlplayActor
-
-from . import off_policy_actor_critic
 
 
 NUM_SEEDS = 10
@@ -113,39 +110,6 @@ def test_gaussian_ppo_solves_pendulum():
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_off_policy_actor_critic_solves_pendulum(algo):
     _assert_defaults_solve("pendulum", algo)
-
-
-# The DDPG learner written outside the library, at the same settings as the library's.
-DDPG_OPTIMIZER = optax.adam(1e-3)
-
-
-@pytest.mark.slow
-def test_a_learner_written_outside_the_library_solves_pendulum():
-    env = pr.envs.pendulum_v1()
-    settings = tasks.default_settings("pendulum", "ddpg")
-
-    def member(key):
-        learner = off_policy_actor_critic.ddpg_learner(
-            key,
-            env.observation_space.shape,
-            1,
-            low=-2.0,
-            high=2.0,
-            hidden_sizes=settings.hidden,
-            optimizer=DDPG_OPTIMIZER,
-            buffer_size=settings.buffer_size,
-            batch_size=settings.batch_size,
-            min_replay_size=settings.min_replay_size,
-            gradient_steps=settings.gradient_steps,
-        )
-        return pr.Anakin(env, learner, num_envs=settings.num_envs, rollout_length=settings.rollout_length)
-
-    population = pr.Population(member, jax.random.split(jax.random.key(0), NUM_SEEDS))
-    result = population.train(population.init(jax.random.key(1)), num_updates=settings.num_updates)
-    evaluation = pr.evaluate_population(
-        env, population.networks(result.state), pr.policies.Deterministic(), num_episodes=16, key=jax.random.key(2)
-    )
-    _assert_solved(np.asarray(evaluation.returns).mean(axis=1), tasks.solved_threshold("pendulum", "ddpg"))
 
 
 # --------------------------------------------------------------------------------------

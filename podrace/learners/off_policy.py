@@ -255,8 +255,8 @@ class TD3Learner(AbstractActorCriticLearner[TD3State]):
         )
 
     def learn_step(self, state: TD3State, key: PRNGKeyArray, axis_name: str | None) -> tuple[TD3State, UpdateMetrics]:
-        sample_key, noise_key = jax.random.split(key)
-        batch = self.replay.sample(state.replay, sample_key, self.batch_size)
+        batch = self.replay.sample(state.replay, key, self.batch_size)
+        noise_key = jax.random.fold_in(key, 1)
         observation, action, reward, discount, next_observation, mask = _one_step_batch(batch)
         step = functools.partial(gradient_step, axis_name=axis_name, check_nans=self.check_nans)
 
@@ -279,7 +279,7 @@ class TD3Learner(AbstractActorCriticLearner[TD3State]):
             actor = with_params(self.actor, params)
             actions = jax.vmap(lambda o: actor(o, ())[0].action)(observation)
             values = jax.vmap(with_params(self.critic, critic_params))(observation, actions)[:, 0]
-            loss = -jnp.sum(mask * values) / jnp.maximum(jnp.sum(mask), 1.0)
+            loss = -jnp.mean(mask * values)  # a mean of equal shares, as the critic's
             return loss, {"actor": loss}
 
         def actor_and_targets(_):
