@@ -14,6 +14,8 @@ PYTHON = "3.11"
 # (which share compiled programs) in the order collected: tests/conftest.py puts first
 # the module that waits for the multi-device subprocesses.
 PARALLEL = ("--numprocesses", "logical", "--dist", "loadfile", "--no-loadscope-reorder")
+# Every pytest run prints its slowest tests, to keep an eye on the time budgets.
+DURATIONS = "--durations=25"
 # Most of the default session is XLA compiling small programs that run once. Its checks
 # are of what a program computes, which XLA's optimisations leave alone up to float
 # rounding, so it compiles without most of them: 13:42 instead of 23:36 on two cores.
@@ -25,7 +27,7 @@ FAST_COMPILATION = {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
 def tests(session: nox.Session) -> None:
     """Unit and contract tests, the Catch learning test included."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "not slow", *PARALLEL, *session.posargs, env=FAST_COMPILATION)
+    session.run("pytest", "-m", "not slow", *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION)
 
 
 @nox.session(python=PYTHON)
@@ -38,8 +40,11 @@ def slow(session: nox.Session) -> None:
     # its own: twice, `--dist load` left both workers waiting after all but two tests.
     ray_test = "tests/test_ray_actors.py::test_ppo_learns_cartpole_through_ray_actors"
     parallel = ("--numprocesses", "logical", "--dist", "loadgroup", "--no-loadscope-reorder")
-    session.run("pytest", "-m", "slow", "--deselect", ray_test, *parallel, *session.posargs, success_codes=[0, 5])
-    session.run("pytest", "-m", "slow", ray_test, *session.posargs, success_codes=[0, 5])
+    # `-rP` shows what the passing learning tests print: every seed's return.
+    report = (DURATIONS, "-rP")
+    slow_tests = ("-m", "slow", "--deselect", ray_test)
+    session.run("pytest", *slow_tests, *parallel, *report, *session.posargs, success_codes=[0, 5])
+    session.run("pytest", "-m", "slow", ray_test, DURATIONS, *session.posargs, success_codes=[0, 5])
 
 
 @nox.session(python=PYTHON)
