@@ -202,9 +202,10 @@ TUNED: dict[tuple[str, str], dict[str, Any]] = {
         num_epochs=10,
         num_minibatches=8,
     ),
-    # Fujimoto et al.'s DDPG and TD3 settings (2018: Adam at 1e-3, tau 0.005, exploration
-    # noise 0.1), SAC's own (a learnt temperature), with (64, 64) ReLU networks, batches
-    # of 128 and one gradient step per two environment steps.
+    # Fujimoto et al.'s DDPG settings (2018: Adam at 1e-3, tau 0.005, exploration noise
+    # 0.1), SAC's own (a learnt temperature), with (64, 64) ReLU networks, batches of 128
+    # and one gradient step per two environment steps. TD3 at these settings solves 8
+    # seeds of 10: it has no tuned row yet.
     **{
         ("pendulum", algo): dict(
             hidden=(64, 64),
@@ -219,7 +220,7 @@ TUNED: dict[tuple[str, str], dict[str, Any]] = {
             min_replay_size=1_000,
             gradient_steps=2,
         )
-        for algo in ("ddpg", "td3", "sac")
+        for algo in ("ddpg", "sac")
     },
     # A GRU between torso and head: the answer depends on the first observation.
     ("repeat-first", "ppo"): dict(
@@ -251,7 +252,7 @@ DEFAULT_ALGORITHMS = {
 THRESHOLDS = {"catch": 0.9, "cartpole": 450.0, "pendulum": -300.0, "repeat-first": 0.9}
 """The mean evaluation return that counts as solved, for the environments with tuned defaults."""
 
-SOLVED_BY_ALGORITHM = {("pendulum", algo): -200.0 for algo in ("ddpg", "td3", "sac")}
+SOLVED_BY_ALGORITHM = {("pendulum", algo): -200.0 for algo in ("ddpg", "sac")}
 """Higher bars where the published results are higher: RL Zoo's off-policy rows reach
 about -150 on Pendulum in 20k steps."""
 
@@ -598,8 +599,12 @@ def env_spaces(env: AbstractEnv) -> tuple[Any, tuple[int, ...]]:
 
 def make_pipeline(settings: Settings, network_key: jax.Array) -> Anakin:
     """One seed's Anakin pipeline, its network drawn from `network_key`."""
-    env = make_env(settings.env)
-    learner = make_learner(settings, env_spaces(env), network_key)
+    # Built eagerly even inside a traced function (a population builds its members under
+    # `vmap`): a bounded head takes the action space's bounds as constants.
+    with jax.ensure_compile_time_eval():
+        env = make_env(settings.env)
+        spaces = env_spaces(env)
+    learner = make_learner(settings, spaces, network_key)
     return Anakin(env, learner, num_envs=settings.num_envs, rollout_length=settings.rollout_length)
 
 

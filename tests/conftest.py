@@ -69,7 +69,6 @@ SLOWEST = (
     "test_recipe_reaches_its_published_result[cleanrl-dqn-cartpole-v1]",
     "test_solves_cartpole[reinforce]",
     "test_td_lambda_learner_improves_on_gymnasium_cartpole",
-    "test_off_policy_actor_critic_solves_pendulum[td3]",
     "test_off_policy_actor_critic_solves_pendulum[sac]",
     "test_off_policy_actor_critic_solves_pendulum[ddpg]",
 )
