@@ -14,10 +14,12 @@ from . import (
     video as video,
 )
 from ._types import (
+    AbstractActionValues as AbstractActionValues,
     AbstractNetworkOutput as AbstractNetworkOutput,
     AbstractPolicyOutput as AbstractPolicyOutput,
     AbstractSpace as AbstractSpace,
     Box as Box,
+    CategoricalQValues as CategoricalQValues,
     DeterministicAction as DeterministicAction,
     Discrete as Discrete,
     GaussianParams as GaussianParams,
@@ -25,6 +27,7 @@ from ._types import (
     ObservationActionRewardSpace as ObservationActionRewardSpace,
     PolicyLogits as PolicyLogits,
     PolicyStep as PolicyStep,
+    QuantileQValues as QuantileQValues,
     QValues as QValues,
     TanhGaussianParams as TanhGaussianParams,
     TimeStep as TimeStep,

@@ -16,16 +16,28 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._types import Box, Discrete
+from ._types import Box, CategoricalQValues, Discrete, QuantileQValues
 from .envs import AbstractEnv, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_v1, pendulum_v1
 from .executors.anakin import Anakin
 from .executors.population import Population
 from .learners import AbstractLearner, DQNLearner, Learner, SACLearner, TD3Learner, ddpg
-from .losses import A2CLoss, AbstractLoss, PPOLoss, PQNLoss, QLearningLoss, ReinforceLoss, TDLambdaQLoss, VTraceLoss
+from .losses import (
+    A2CLoss,
+    AbstractLoss,
+    CategoricalQLoss,
+    PPOLoss,
+    PQNLoss,
+    QLearningLoss,
+    QuantileQLoss,
+    ReinforceLoss,
+    TDLambdaQLoss,
+    VTraceLoss,
+)
 from .networks import (
     AbstractHead,
     AbstractNetwork,
     ActorCriticNetwork,
+    CategoricalQHead,
     DeterministicHead,
     FeedForwardNetwork,
     GaussianHead,
@@ -34,6 +46,7 @@ from .networks import (
     MLPCritic,
     MLPTorso,
     PolicyLogitHead,
+    QuantileQHead,
     QValueHead,
     RecurrentNetwork,
     TanhGaussianHead,
@@ -99,6 +112,10 @@ class Settings:
     exploration_noise: float = 0.1
     target_noise: float = 0.2
     policy_delay: int = 2
+    num_atoms: int = 51
+    v_min: float = -10.0
+    v_max: float = 10.0
+    num_quantiles: int = 200
 
     def to_json(self) -> dict[str, Any]:
         """The settings as JSON values (tuples as lists)."""
@@ -455,6 +472,18 @@ ALGORITHMS: dict[str, Algorithm] = {
         lambda s: QLearningLoss(discount=s.discount, double=s.double),
         learner=_dqn_learner,
     ),
+    "c51": Algorithm(
+        True,
+        (*_DQN, "num_atoms", "v_min", "v_max"),
+        lambda s: CategoricalQLoss(discount=s.discount, double=s.double),
+        learner=_dqn_learner,
+    ),
+    "qr-dqn": Algorithm(
+        True,
+        (*_DQN, "num_quantiles"),
+        lambda s: QuantileQLoss(discount=s.discount, double=s.double),
+        learner=_dqn_learner,
+    ),
     "pqn": Algorithm(
         True,
         ("lambda_", "epsilon", "epsilon_decay_steps", "num_epochs", "num_minibatches"),
@@ -532,7 +561,14 @@ def _head(settings: Settings, action_space, in_size: int, *, with_value: bool, k
                 f"{type(action_space).__name__} of shape {action_space.shape}. Use one of "
                 f"{', '.join(policy_gradient)}."
             )
-        return QValueHead(in_size, action_space.num_values, key=key)
+        num_actions, values = action_space.num_values, _loss(settings).input_type
+        if values is CategoricalQValues:
+            return CategoricalQHead(
+                in_size, num_actions, num_atoms=settings.num_atoms, v_min=settings.v_min, v_max=settings.v_max, key=key
+            )
+        if values is QuantileQValues:
+            return QuantileQHead(in_size, num_actions, num_quantiles=settings.num_quantiles, key=key)
+        return QValueHead(in_size, num_actions, key=key)
     if isinstance(action_space, Discrete):
         return PolicyLogitHead(in_size, action_space.num_values, with_value=with_value, key=key)
     if isinstance(action_space, Box) and len(action_space.shape) == 1:

@@ -255,8 +255,24 @@ def real_action_size(output_type: type, action_space: AbstractSpace, *, env_name
     return shape[0]
 
 
+class AbstractActionValues(AbstractNetworkOutput):
+    """A network output that values each discrete action; greedy and epsilon-greedy
+    policies read its `q_values`.
+
+    **Attributes:**
+
+    - `q_values`: the (expected) value of each action.
+    """
+
+    q_values: eqx.AbstractVar[Float[Array, " num_actions"]]
+
+    @classmethod
+    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
+        return discrete_action_count(cls, action_space, env_name=env_name)
+
+
 @final
-class QValues(AbstractNetworkOutput):
+class QValues(AbstractActionValues):
     """Action values, one per discrete action.
 
     **Arguments:**
@@ -266,9 +282,56 @@ class QValues(AbstractNetworkOutput):
 
     q_values: Float[Array, " num_actions"]
 
-    @classmethod
-    def action_size(cls, action_space: AbstractSpace, *, env_name: str) -> int:
-        return discrete_action_count(cls, action_space, env_name=env_name)
+
+@final
+class CategoricalQValues(AbstractActionValues):
+    """A categorical distribution of the return of each discrete action, on fixed atoms (C51).
+
+    Reference: Bellemare et al., "A Distributional Perspective on Reinforcement
+    Learning", ICML 2017.
+
+    **Arguments:**
+
+    - `logits`: unnormalised log-probabilities of each atom, per action.
+    - `atoms`: the returns the probabilities sit on, evenly spaced and increasing.
+    """
+
+    logits: Float[Array, "num_actions num_atoms"]
+    atoms: Float[Array, " num_atoms"]
+
+    def __init__(self, logits: Float[Array, "num_actions num_atoms"], atoms: Float[Array, " num_atoms"]):
+        self.logits = logits
+        self.atoms = atoms
+
+    # Equinox lets a property implement an `AbstractVar`; pyright reads the var as a field.
+    @property
+    def q_values(self) -> Float[Array, "*batch num_actions"]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The expected return of each action."""
+        return jnp.sum(jax.nn.softmax(self.logits) * self.atoms[..., None, :], axis=-1)
+
+
+@final
+class QuantileQValues(AbstractActionValues):
+    """The return of each discrete action as `N` quantiles at the midpoints
+    `(2i + 1) / 2N` (QR-DQN).
+
+    Reference: Dabney et al., "Distributional Reinforcement Learning with Quantile
+    Regression", AAAI 2018.
+
+    **Arguments:**
+
+    - `quantiles`: the return's quantiles, per action.
+    """
+
+    quantiles: Float[Array, "num_actions num_quantiles"]
+
+    def __init__(self, quantiles: Float[Array, "num_actions num_quantiles"]):
+        self.quantiles = quantiles
+
+    @property
+    def q_values(self) -> Float[Array, "*batch num_actions"]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The expected return of each action (the mean of its quantiles)."""
+        return jnp.mean(self.quantiles, axis=-1)
 
 
 class AbstractPolicyOutput(AbstractNetworkOutput):

@@ -8,11 +8,11 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from ._types import (
+    AbstractActionValues,
     AbstractPolicyOutput,
     AbstractSpace,
     Discrete,
     ObservationActionReward,
-    QValues,
 )
 
 
@@ -58,7 +58,7 @@ def check_positive_int(owner: str, name: str, value: object) -> None:
 
 # For a policy that cannot read a network's outputs: one that can, by the kind of output.
 _POLICY_HINTS = (
-    (QValues, "podrace.policies.Greedy acts deterministically on action values"),
+    (AbstractActionValues, "podrace.policies.Greedy acts deterministically on action values"),
     (AbstractPolicyOutput, "podrace.policies.Mode acts deterministically with a policy head"),
 )
 

@@ -63,6 +63,13 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
 def _unit_interval(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1:  # NaN fails too
@@ -141,9 +148,9 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("num-epochs", _positive_int, "PPO, PQN: passes over each rollout"),
         ("num-minibatches", _positive_int, "PPO, PQN: minibatches per pass (PPO's divide the environments)"),
         ("epsilon", _unit_interval, "td-lambda's and q-learning's exploration; the final one of dqn and pqn"),
-        ("double", None, "double Q-learning targets (q-learning, dqn)"),
+        ("double", None, "double Q-learning targets (q-learning, dqn, c51, qr-dqn)"),
     ],
-    "replay (dqn, ddpg, td3, sac)": [
+    "replay (dqn, c51, qr-dqn, ddpg, td3, sac)": [
         ("buffer-size", _positive_int, "replay capacity, in transitions"),
         ("batch-size", _positive_int, "transitions per gradient step"),
         ("min-replay-size", _positive_int, "transitions stored before learning starts"),
@@ -154,6 +161,12 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("exploration-noise", _positive_float, "ddpg, td3: Gaussian action noise, relative to half the action range"),
         ("target-noise", _non_negative_float, "td3: target policy smoothing noise, relative to half the range"),
         ("policy-delay", _positive_int, "td3: critic steps per actor and target step"),
+    ],
+    "distributional (c51, qr-dqn)": [
+        ("num-atoms", _positive_int, "c51: returns each action's distribution sits on (at least 2)"),
+        ("v-min", _finite_float, "c51: the smallest of them"),
+        ("v-max", _finite_float, "c51: the largest of them"),
+        ("num-quantiles", _positive_int, "qr-dqn: quantiles of each action's return"),
     ],
 }
 

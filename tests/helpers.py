@@ -5,6 +5,7 @@ parametrised over its registry, so adding a component is one line here.
 """
 
 import dataclasses
+import functools
 import os
 import pathlib
 import socket
@@ -265,12 +266,21 @@ def q_network(
     hidden_sizes: tuple[int, ...] = (8,),
     activation: Callable[[Array], Array] = jax.nn.relu,
     layer_norm: bool = False,
+    output_type: type = pr.QValues,
 ) -> pr.networks.FeedForwardNetwork:
+    """An MLP and a head of action values: plain, categorical (11 atoms) or quantiles (8)."""
     torso_key, head_key = jax.random.split(key)
     torso = pr.networks.MLPTorso(
         observation_shape, hidden_sizes, activation=activation, layer_norm=layer_norm, key=torso_key
     )
-    return pr.networks.FeedForwardNetwork(torso, pr.networks.QValueHead(hidden_sizes[-1], num_actions, key=head_key))
+    return pr.networks.FeedForwardNetwork(torso, Q_HEADS[output_type](hidden_sizes[-1], num_actions, key=head_key))
+
+
+Q_HEADS: dict[type, Callable[..., pr.networks.AbstractHead]] = {
+    pr.QValues: pr.networks.QValueHead,
+    pr.CategoricalQValues: functools.partial(pr.networks.CategoricalQHead, num_atoms=11, v_min=-2.0, v_max=2.0),
+    pr.QuantileQValues: functools.partial(pr.networks.QuantileQHead, num_quantiles=8),
+}
 
 
 def logit_network(
@@ -474,8 +484,8 @@ NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
 
 def network_for(output_type: type, key: PRNGKeyArray, **kwargs: Any) -> pr.networks.AbstractNetwork:
     """A small network emitting `output_type`."""
-    if output_type is pr.QValues:
-        return q_network(key, **kwargs)
+    if output_type in Q_HEADS:
+        return q_network(key, output_type=output_type, **kwargs)
     if output_type is pr.PolicyLogits:
         return logit_network(key, **kwargs)
     raise NotImplementedError(output_type)
@@ -485,6 +495,8 @@ def agent(network: pr.networks.AbstractNetwork) -> pr.Agent:
     """`network` with the usual policy for its outputs (greedy, categorical or Gaussian)."""
     policies = {
         pr.QValues: pr.policies.Greedy,
+        pr.CategoricalQValues: pr.policies.Greedy,
+        pr.QuantileQValues: pr.policies.Greedy,
         pr.PolicyLogits: pr.policies.Categorical,
         pr.TanhGaussianParams: pr.policies.TanhGaussian,
         pr.DeterministicAction: pr.policies.Deterministic,
@@ -499,6 +511,15 @@ def random_output(
     values = jnp.asarray(np.random.default_rng(seed).normal(size=(*batch, num_actions)), jnp.float32)
     if output_type is pr.QValues:
         return eqx.tree_at(lambda o: o.q_values, pr.QValues(jnp.zeros(num_actions)), values)
+    if output_type in (pr.CategoricalQValues, pr.QuantileQValues):
+        # Five atoms or quantiles per action, spread around each action's value.
+        spread = jnp.asarray(np.random.default_rng(seed + 1).normal(size=(*batch, num_actions, 5)), jnp.float32)
+        per_atom = values[..., None] + spread
+        if output_type is pr.QuantileQValues:
+            return eqx.tree_at(lambda o: o.quantiles, pr.QuantileQValues(jnp.zeros((num_actions, 5))), per_atom)
+        atoms = jnp.broadcast_to(jnp.linspace(-2.0, 2.0, 5), (*batch, 5))
+        template = pr.CategoricalQValues(jnp.zeros((num_actions, 5)), jnp.zeros(5))
+        return eqx.tree_at(lambda o: (o.logits, o.atoms), template, (per_atom, atoms))
     if output_type is pr.PolicyLogits:
         return eqx.tree_at(lambda o: o.logits, pr.PolicyLogits(jnp.zeros(num_actions)), values)
     if output_type is pr.GaussianParams:
@@ -533,6 +554,8 @@ POLICIES: dict[str, tuple[Callable[[], pr.policies.AbstractPolicy], type[pr.Abst
     "greedy": (pr.policies.Greedy, pr.QValues),
     "epsilon-greedy": (lambda: pr.policies.EpsilonGreedy(0.3), pr.QValues),
     "softmax": (lambda: pr.policies.Softmax(0.5), pr.QValues),
+    "greedy-categorical": (pr.policies.Greedy, pr.CategoricalQValues),
+    "epsilon-greedy-quantiles": (lambda: pr.policies.EpsilonGreedy(0.3), pr.QuantileQValues),
     "categorical": (pr.policies.Categorical, pr.PolicyLogits),
     "mode": (pr.policies.Mode, pr.PolicyLogits),
     "gaussian": (pr.policies.Gaussian, pr.GaussianParams),
@@ -563,8 +586,8 @@ class LossCase:
     def setup(self, seed: int, num_steps: int, batch_size: int) -> tuple[Any, Any, pr.Trajectory]:
         """The loss, a network for it and a random batch of trajectories `[T + 1, B]`."""
         loss, key = self.make(), jax.random.key(seed)
-        if loss.input_type is pr.QValues:
-            network = q_network(key)
+        if issubclass(loss.input_type, pr.AbstractActionValues):
+            network = q_network(key, output_type=loss.input_type)
         elif self.continuous:
             network = gaussian_network(key, action_size=ACTION_SIZE, with_value=True)
         else:
@@ -583,6 +606,10 @@ LOSSES: dict[str, LossCase] = {
     "q-learning-three-step-huber": LossCase(lambda: pr.losses.QLearningLoss(discount=0.9, n_step=3, huber_delta=1.0)),
     "double-q-learning": LossCase(lambda: pr.losses.QLearningLoss(discount=0.99, double=True)),
     "pqn": LossCase(lambda: pr.losses.PQNLoss(discount=0.99, lambda_=0.65)),
+    "c51": LossCase(lambda: pr.losses.CategoricalQLoss(discount=0.99)),
+    "c51-double": LossCase(lambda: pr.losses.CategoricalQLoss(discount=0.9, double=True)),
+    "qr-dqn": LossCase(lambda: pr.losses.QuantileQLoss(discount=0.99)),
+    "qr-dqn-double-unsmoothed": LossCase(lambda: pr.losses.QuantileQLoss(discount=0.9, double=True, huber_delta=None)),
     "a2c": LossCase(lambda: pr.losses.A2CLoss(discount=0.99, lambda_=0.9)),
     "a2c-gaussian": LossCase(lambda: pr.losses.A2CLoss(discount=0.9), continuous=True),
     "reinforce": LossCase(lambda: pr.losses.ReinforceLoss(discount=0.99, entropy_coefficient=0.01)),
@@ -719,10 +746,13 @@ def policy_gradient_learner(
     return pr.Learner(network, policy, loss, CLIPPED_ADAM, **learner_options)
 
 
-def dqn_learner(key: PRNGKeyArray) -> pr.learners.DQNLearner:
+def dqn_learner(key: PRNGKeyArray, loss: pr.losses.AbstractQLoss | None = None) -> pr.learners.DQNLearner:
+    """DQN with a small replay buffer, double Q-learning by default; the network's head fits
+    `loss` (plain, categorical or quantile values)."""
+    loss = pr.losses.QLearningLoss(discount=0.99, double=True) if loss is None else loss
     return pr.learners.DQNLearner(
-        q_network(key),
-        pr.losses.QLearningLoss(discount=0.99, double=True),
+        q_network(key, output_type=loss.input_type),
+        loss,
         ADAM,
         epsilon=0.1,
         buffer_size=240,
@@ -913,6 +943,11 @@ LEARNERS: dict[str, LearnerCase] = {
         device_invariant=False,
     ),
     "pqn-layer-norm-transitions": LearnerCase(pqn_learner),
+    # Distributional DQN: replay per device, as for DQN.
+    "c51": LearnerCase(lambda key: dqn_learner(key, pr.losses.CategoricalQLoss(discount=0.99)), device_invariant=False),
+    "qr-dqn-double": LearnerCase(
+        lambda key: dqn_learner(key, pr.losses.QuantileQLoss(discount=0.99, double=True)), device_invariant=False
+    ),
     # The library's off-policy actor-critic learners: each device replays its own experience.
     "td3": LearnerCase(td3_learner, continuous=True, device_invariant=False),
     "sac": LearnerCase(sac_learner, continuous=True, device_invariant=False),

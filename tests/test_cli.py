@@ -64,6 +64,8 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
         ["pendulum", "a2c"],
         ["pendulum", "sac"],
         ["cartpole", "pqn", "--layer-norm"],
+        ["catch", "c51", "--num-atoms", "11", "--v-min", "-1", "--v-max", "1"],
+        ["catch", "qr-dqn", "--num-quantiles", "8", "--double"],
         ["catch", "ppo", "--core", "lstm"],
         ["catch", "td-lambda", "--core", "gru"],
         ["gymnax:MountainCar-v0", "vtrace"],
@@ -89,6 +91,11 @@ def test_a_continuous_env_refuses_q_learning_with_a_message(capsys):
 def test_an_actor_critic_learner_refuses_a_recurrent_core_with_a_message(capsys):
     assert cli.main(["train", "pendulum", "td3", "--core", "gru", *TINY]) == 2
     assert "td3 replays feed-forward networks only; leave out --core" in capsys.readouterr().err
+
+
+def test_c51_refuses_an_empty_support_with_a_message(capsys):
+    assert cli.main(["train", "catch", "c51", "--v-min", "1", "--v-max", "1", *TINY]) == 2
+    assert "needs num_atoms >= 2 and v_min < v_max" in capsys.readouterr().err
 
 
 def test_an_unknown_env_is_reported(capsys):

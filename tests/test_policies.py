@@ -39,7 +39,7 @@ FREQUENCIES = helpers.Compiled(_action_frequencies)
 
 # Registry entries whose policies act without randomness, and those that act in Box
 # action spaces (with their continuous entries).
-DETERMINISTIC = {"greedy", "mode", "mode-gaussian", "mode-tanh-gaussian", "deterministic"}
+DETERMINISTIC = {"greedy", "greedy-categorical", "mode", "mode-gaussian", "mode-tanh-gaussian", "deterministic"}
 CONTINUOUS = {"gaussian", "mode-gaussian", "tanh-gaussian", "mode-tanh-gaussian", "deterministic", "gaussian-noise"}
 ALSO_CONTINUOUS = {"mode", *CONTINUOUS}
 
@@ -174,9 +174,9 @@ def test_categorical_frequencies():
 
 
 def test_policies_read_their_input_type():
-    assert pr.policies.Greedy.input_type is pr.QValues
-    assert pr.policies.EpsilonGreedy.input_type is pr.QValues
-    assert pr.policies.Softmax.input_type is pr.QValues
+    assert pr.policies.Greedy.input_type is pr.AbstractActionValues
+    assert pr.policies.EpsilonGreedy.input_type is pr.AbstractActionValues
+    assert pr.policies.Softmax.input_type is pr.AbstractActionValues
     assert pr.policies.Categorical.input_type is pr.PolicyLogits
     assert pr.policies.Gaussian.input_type is pr.GaussianParams
     assert pr.policies.Mode.input_type is pr.AbstractPolicyOutput
@@ -268,7 +268,8 @@ def test_evaluate_refuses_a_policy_that_cannot_read_the_network():
     logits = helpers.logit_network(key, with_value=True)
     with pytest.raises(
         ValueError,
-        match=r"The policy Greedy reads QValues but the network emits PolicyLogits; .*podrace\.policies\.Mode",
+        match=r"The policy Greedy reads AbstractActionValues but the network emits PolicyLogits; "
+        r".*podrace\.policies\.Mode",
     ):
         pr.evaluate(_catch(), logits, pr.policies.Greedy(), num_episodes=1, key=key)
     with pytest.raises(

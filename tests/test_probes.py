@@ -192,8 +192,8 @@ OPTIMIZER = optax.adam(1e-2)
 OBSERVATIONS = np.asarray([[-1.0], [0.0], [1.0]], np.float32)
 
 
-def _q_network(key: PRNGKeyArray) -> pr.networks.FeedForwardNetwork:
-    return helpers.q_network(key, (1,), 2, (HIDDEN_SIZE,))
+def _q_network(key: PRNGKeyArray, output_type: type = pr.QValues) -> pr.networks.FeedForwardNetwork:
+    return helpers.q_network(key, (1,), 2, (HIDDEN_SIZE,), output_type=output_type)
 
 
 def _actor_critic_network(key: PRNGKeyArray) -> pr.networks.FeedForwardNetwork:
@@ -213,10 +213,11 @@ def _actor_critic_learner(loss: pr.losses.AbstractLoss, **options: int) -> Calla
     return lambda key: pr.Learner(_actor_critic_network(key), pr.policies.Categorical(), loss, OPTIMIZER, **options)
 
 
-def _dqn_learner(key: PRNGKeyArray) -> pr.learners.DQNLearner:
-    return pr.learners.DQNLearner(
-        _q_network(key),
-        pr.losses.QLearningLoss(discount=DISCOUNT),
+def _dqn_learner(loss: pr.losses.AbstractQLoss) -> Callable[[PRNGKeyArray], pr.learners.DQNLearner]:
+    """DQN with `loss`, its network's head fitting it (plain, categorical or quantile values)."""
+    return lambda key: pr.learners.DQNLearner(
+        _q_network(key, loss.input_type),
+        loss,
         OPTIMIZER,
         epsilon=0.5,
         buffer_size=512,
@@ -229,7 +230,9 @@ def _dqn_learner(key: PRNGKeyArray) -> pr.learners.DQNLearner:
 PROBE_LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.learners.AbstractLearner]] = {
     "td-lambda-q": _q_learner(pr.losses.TDLambdaQLoss(discount=DISCOUNT, lambda_=0.9)),
     "q-learning": _q_learner(pr.losses.QLearningLoss(discount=DISCOUNT)),
-    "dqn": _dqn_learner,
+    "dqn": _dqn_learner(pr.losses.QLearningLoss(discount=DISCOUNT)),
+    "c51": _dqn_learner(pr.losses.CategoricalQLoss(discount=DISCOUNT)),
+    "qr-dqn": _dqn_learner(pr.losses.QuantileQLoss(discount=DISCOUNT)),
     # PQN: a layer-normalised Q-network, returns computed once per update, minibatches of transitions.
     "pqn": lambda key: pr.Learner(
         helpers.q_network(key, (1,), 2, (HIDDEN_SIZE,), layer_norm=True),
@@ -276,7 +279,7 @@ def test_learner_solves_every_probe(name):
         networks
     )
     shape = (len(PROBES), NUM_SEEDS, len(OBSERVATIONS))
-    q_learner = isinstance(outputs, pr.QValues)
+    q_learner = isinstance(outputs, pr.AbstractActionValues)
     if q_learner:
         learnt = preferences = np.asarray(outputs.q_values).reshape(*shape, 2)
     else:

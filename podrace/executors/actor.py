@@ -19,7 +19,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PRNGKeyArray, PyTree
 
-from .._types import AbstractNetworkOutput, AbstractPolicyOutput, ObservationActionReward, PolicyLogits, QValues
+from .._types import (
+    AbstractActionValues,
+    AbstractNetworkOutput,
+    AbstractPolicyOutput,
+    ObservationActionReward,
+    PolicyLogits,
+)
 from .._validation import check_positive_int
 from ..agent import Agent
 from ..losses import greedy_value
@@ -27,7 +33,7 @@ from ..losses import greedy_value
 
 def _step_info(output: AbstractNetworkOutput) -> dict[str, Array]:
     """The value and scores of one network output (a value of 0 where the network has none)."""
-    if isinstance(output, QValues):
+    if isinstance(output, AbstractActionValues):
         return {"value": greedy_value(output.q_values), "logits": output.q_values}
     value = output.value if isinstance(output, AbstractPolicyOutput) else None
     info = {"value": jnp.zeros((), jnp.float32) if value is None else value}

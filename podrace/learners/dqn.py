@@ -56,7 +56,8 @@ class DQNLearner(AbstractReplayLearner[DQNState]):
     `gradient_steps` steps on minibatches of `batch_size` sequences of
     `sequence_length` time steps sampled uniformly. The loss is any Q-value loss that
     bootstraps from a target network, e.g. [`podrace.losses.QLearningLoss`][] (one
-    step, n steps or double Q) or [`podrace.losses.TDLambdaQLoss`][]. The target
+    step, n steps or double Q), [`podrace.losses.TDLambdaQLoss`][], or a distributional
+    one ([`podrace.losses.CategoricalQLoss`][], [`podrace.losses.QuantileQLoss`][]). The target
     network follows the online one by `target_params <- (1 - tau) target_params +
     tau params` every `target_update_period` gradient steps: `tau = 1` gives the
     periodic copy of the original DQN, `target_update_period = 1` with a small `tau`
@@ -69,7 +70,8 @@ class DQNLearner(AbstractReplayLearner[DQNState]):
 
     **Arguments:**
 
-    - `network`: a feed-forward network emitting [`podrace.QValues`][].
+    - `network`: a feed-forward network emitting action values of the kind `loss` reads
+        ([`podrace.QValues`][], or a distribution for C51 and QR-DQN).
     - `loss`: a Q-value loss.
     - `optimizer`: an optax gradient transformation.
     - `epsilon`: the exploration probability: a number, or a schedule over the
@@ -120,8 +122,8 @@ class DQNLearner(AbstractReplayLearner[DQNState]):
         if not isinstance(loss, AbstractQLoss):
             raise ValueError(
                 f"DQNLearner learns action values from replay with a target network; {type(loss).__name__} is "
-                "not a Q-value loss. Use podrace.losses.QLearningLoss or TDLambdaQLoss, or podrace.Learner for "
-                "on-policy losses."
+                "not a Q-value loss. Use podrace.losses.QLearningLoss, TDLambdaQLoss, CategoricalQLoss or "
+                "QuantileQLoss, or podrace.Learner for on-policy losses."
             )
         self.network = network
         self.loss = loss

@@ -5,6 +5,7 @@ from .base import (
     AbstractLoss as AbstractLoss,
     AbstractQLoss as AbstractQLoss,
     AbstractTrajectoryLoss as AbstractTrajectoryLoss,
+    at_actions as at_actions,
     bootstrap_agent as bootstrap_agent,
     bootstrap_values as bootstrap_values,
     categorical_entropy as categorical_entropy,
@@ -15,6 +16,7 @@ from .base import (
     require_value as require_value,
     transition_mask as transition_mask,
 )
+from .c51 import CategoricalQLoss as CategoricalQLoss, categorical_projection as categorical_projection
 from .impala import VTraceLoss as VTraceLoss, vtrace as vtrace
 from .n_step_q import QLearningLoss as QLearningLoss
 from .policy_gradient import (
@@ -24,6 +26,7 @@ from .policy_gradient import (
 )
 from .ppo import PPOLoss as PPOLoss
 from .pqn import PQNLoss as PQNLoss
+from .qr_dqn import QuantileQLoss as QuantileQLoss, quantile_regression_loss as quantile_regression_loss
 from .reinforce import ReinforceLoss as ReinforceLoss
 from .td_lambda_q import TDLambdaQLoss as TDLambdaQLoss
 from .value_learning import (
@@ -51,6 +54,8 @@ __all__ = [
     "ReinforceLoss",
     "PPOLoss",
     "PQNLoss",
+    "CategoricalQLoss",
+    "QuantileQLoss",
     "VTraceLoss",
     "mean_over_trajectories",
     "bootstrap_agent",
@@ -58,6 +63,9 @@ __all__ = [
     "refuse_target_network",
     "require_value",
     "transition_mask",
+    "at_actions",
+    "categorical_projection",
+    "quantile_regression_loss",
     "completed_episode_mask",
     "cut_lambda_at_episode_ends",
     "categorical_entropy",

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, cast
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PyTree
+from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from .._types import AbstractNetworkOutput, QValues, Trajectory
+from .._types import AbstractActionValues, AbstractNetworkOutput, Trajectory
 from ..agent import Agent
 from ..networks import AbstractNetwork
 from ..results import LossTerms
@@ -206,6 +206,12 @@ def transition_mask(trajectory: Trajectory) -> Float[Array, " T"]:
     return (~trajectory.timestep.is_first[1:]).astype(jnp.float32)
 
 
+def at_actions(per_action: Float[Array, "T num_actions ..."], actions: Int[Array, " T"]) -> Float[Array, "T ..."]:
+    """Each time step's entry of `per_action` for its action (e.g. a distribution per action)."""
+    index = actions.reshape(actions.shape + (1,) * (per_action.ndim - 1))
+    return jnp.take_along_axis(per_action, index, axis=1)[:, 0]
+
+
 def cut_lambda_at_episode_ends(lambda_: ArrayLike, trajectory: Trajectory) -> Float[Array, " T"]:
     """The trace coefficient of each transition `t -> t + 1`, cut to 0 where `t + 1` is last.
 
@@ -240,23 +246,30 @@ def completed_episode_mask(trajectory: Trajectory) -> Float[Array, " T"]:
 
 
 class AbstractQLoss(AbstractTrajectoryLoss):
-    """A per-trajectory loss on action values (outputs [`podrace.QValues`][]).
+    """A per-trajectory loss on action values (outputs of a [`podrace.AbstractActionValues`][]
+    subclass), which a [`podrace.learners.DQNLearner`][] can learn from replay.
 
     Without a target network (on-policy use in a [`podrace.Learner`][]) the online
     network bootstraps, its targets held constant; a
-    [`podrace.learners.DQNLearner`][] passes its target network.
+    [`podrace.learners.DQNLearner`][] passes its target network. A member sets
+    `input_type` to the kind of action values it reads.
     """
-
-    input_type = QValues
 
     def check_output(self, output: AbstractNetworkOutput) -> None:
         del output  # action values are all a Q loss reads
+
+    def action_value_outputs(
+        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None
+    ) -> tuple[Any, Any]:
+        """The online outputs of time steps `0..T`, and those to bootstrap from at `1..T`."""
+        outputs = agent.outputs(trajectory)
+        if target_network is not None:
+            return outputs, jax.tree.map(lambda x: x[1:], bootstrap_agent(agent, target_network).outputs(trajectory))
+        return outputs, jax.tree.map(lambda x: x[1:], outputs)
 
     def q_values(
         self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None
     ) -> tuple[Float[Array, "time num_actions"], Float[Array, "time-1 num_actions"]]:
         """The online action values of time steps `0..T`, and those to bootstrap from at `1..T`."""
-        q_values = cast(QValues, agent.outputs(trajectory)).q_values
-        if target_network is None:
-            return q_values, q_values[1:]
-        return q_values, cast(QValues, bootstrap_agent(agent, target_network).outputs(trajectory)).q_values[1:]
+        outputs, bootstrap = self.action_value_outputs(agent, trajectory, target_network)
+        return cast(AbstractActionValues, outputs).q_values, cast(AbstractActionValues, bootstrap).q_values

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
-from .._types import Trajectory
+from .._types import QValues, Trajectory
 from .._validation import check_in_unit_interval, check_positive
 from ..agent import Agent
 from ..networks import AbstractNetwork
@@ -41,6 +41,7 @@ class QLearningLoss(AbstractQLoss):
     - `huber_delta`: if given (> 0), the Huber loss with this threshold instead of the squared error.
     """
 
+    input_type = QValues
     discount: Float[Array, ""]
     huber_delta: Float[Array, ""] | None
     n_step: int = eqx.field(static=True)

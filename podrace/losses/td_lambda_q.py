@@ -5,7 +5,7 @@ from typing import final
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._types import Trajectory
+from .._types import QValues, Trajectory
 from .._validation import check_in_unit_interval
 from ..agent import Agent
 from ..networks import AbstractNetwork
@@ -32,6 +32,7 @@ class TDLambdaQLoss(AbstractQLoss):
     - `lambda_`: the trace coefficient, in [0, 1].
     """
 
+    input_type = QValues
     discount: Float[Array, ""]
     lambda_: Float[Array, ""]
 

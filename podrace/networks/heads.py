@@ -11,9 +11,11 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._types import (
     AbstractNetworkOutput,
+    CategoricalQValues,
     DeterministicAction,
     GaussianParams,
     PolicyLogits,
+    QuantileQValues,
     QValues,
     TanhGaussianParams,
 )
@@ -142,6 +144,111 @@ class QValueHead(AbstractHead[QValues]):
 
     def __call__(self, features: Float[Array, " in_size"]) -> QValues:
         return QValues(apply_linear(self.linear, features))
+
+
+@final
+class CategoricalQHead(AbstractHead[CategoricalQValues]):
+    """A linear layer from features to a categorical return distribution per action (C51).
+
+    The distributions sit on `num_atoms` evenly spaced returns from `v_min` to `v_max`.
+
+    Reference: Bellemare et al., "A Distributional Perspective on Reinforcement
+    Learning", ICML 2017.
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `num_actions`: the number of discrete actions.
+    - `num_atoms`: the number of returns each distribution sits on (at least 2; 51 in the paper).
+    - `v_min`, `v_max`: the smallest and largest return, `v_min < v_max`.
+    - `initialization`: how the layer's weights and bias are drawn.
+    - `key`: initialisation randomness.
+    """
+
+    linear: eqx.nn.Linear
+    in_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    num_atoms: int = eqx.field(static=True)
+    v_min: float = eqx.field(static=True)
+    v_max: float = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = CategoricalQValues
+
+    def __init__(
+        self,
+        in_size: int,
+        num_actions: int,
+        *,
+        num_atoms: int = 51,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
+        initialization: AbstractInitialization = FanInUniform(),
+        key: PRNGKeyArray,
+    ):
+        check_positive_int("CategoricalQHead", "num_atoms", num_atoms)
+        if num_atoms < 2 or not float(v_min) < float(v_max):
+            raise ValueError(
+                f"CategoricalQHead: needs num_atoms >= 2 and v_min < v_max, got num_atoms={num_atoms}, "
+                f"v_min={v_min}, v_max={v_max}."
+            )
+        (self.linear,) = init_layers(
+            key, functools.partial(eqx.nn.Linear, in_size, num_actions * num_atoms), initialization=initialization
+        )
+        self.in_size = in_size
+        self.num_actions = num_actions
+        self.num_atoms = num_atoms
+        self.v_min = float(v_min)
+        self.v_max = float(v_max)
+        self.emits_value = False
+
+    def __call__(self, features: Float[Array, " in_size"]) -> CategoricalQValues:
+        logits = apply_linear(self.linear, features).reshape(self.num_actions, self.num_atoms)
+        return CategoricalQValues(logits, jnp.linspace(self.v_min, self.v_max, self.num_atoms))
+
+
+@final
+class QuantileQHead(AbstractHead[QuantileQValues]):
+    """A linear layer from features to `num_quantiles` return quantiles per action (QR-DQN).
+
+    Reference: Dabney et al., "Distributional Reinforcement Learning with Quantile
+    Regression", AAAI 2018.
+
+    **Arguments:**
+
+    - `in_size`: the feature size.
+    - `num_actions`: the number of discrete actions.
+    - `num_quantiles`: quantiles per action (200 in the paper).
+    - `initialization`: how the layer's weights and bias are drawn.
+    - `key`: initialisation randomness.
+    """
+
+    linear: eqx.nn.Linear
+    in_size: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    num_quantiles: int = eqx.field(static=True)
+    emits_value: bool = eqx.field(static=True)
+    output_type = QuantileQValues
+
+    def __init__(
+        self,
+        in_size: int,
+        num_actions: int,
+        *,
+        num_quantiles: int = 200,
+        initialization: AbstractInitialization = FanInUniform(),
+        key: PRNGKeyArray,
+    ):
+        check_positive_int("QuantileQHead", "num_quantiles", num_quantiles)
+        (self.linear,) = init_layers(
+            key, functools.partial(eqx.nn.Linear, in_size, num_actions * num_quantiles), initialization=initialization
+        )
+        self.in_size = in_size
+        self.num_actions = num_actions
+        self.num_quantiles = num_quantiles
+        self.emits_value = False
+
+    def __call__(self, features: Float[Array, " in_size"]) -> QuantileQValues:
+        return QuantileQValues(apply_linear(self.linear, features).reshape(self.num_actions, self.num_quantiles))
 
 
 @final

@@ -9,6 +9,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .._types import (
+    AbstractActionValues,
     AbstractNetworkOutput,
     AbstractPolicyOutput,
     AbstractSpace,
@@ -18,7 +19,6 @@ from .._types import (
     GaussianParams,
     PolicyLogits,
     PolicyStep,
-    QValues,
     TanhGaussianParams,
     entropy_or_estimate,
 )
@@ -108,19 +108,19 @@ def check_discrete(policy: AbstractPolicy, action_space: AbstractSpace) -> None:
 
 
 @final
-class Greedy(AbstractPolicy[QValues]):
+class Greedy(AbstractPolicy[AbstractActionValues]):
     """Takes the action of highest value (the first one on ties).
 
     The reported log-probability and entropy are those of a uniform choice among the
     maximising actions (`distrax.Greedy`).
     """
 
-    input_type = QValues
+    input_type = AbstractActionValues
 
-    def distribution(self, output: QValues) -> distrax.Greedy:
+    def distribution(self, output: AbstractActionValues) -> distrax.Greedy:
         return distrax.Greedy(output.q_values)
 
-    def __call__(self, output: QValues, key: PRNGKeyArray) -> PolicyStep:
+    def __call__(self, output: AbstractActionValues, key: PRNGKeyArray) -> PolicyStep:
         del key
         return choose(self.distribution(output), jnp.argmax(output.q_values).astype(jnp.int32))
 
@@ -129,7 +129,7 @@ class Greedy(AbstractPolicy[QValues]):
 
 
 @final
-class EpsilonGreedy(AbstractPolicy[QValues]):
+class EpsilonGreedy(AbstractPolicy[AbstractActionValues]):
     """With probability `epsilon` a uniformly random action, otherwise a greedy one.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 2.2.
@@ -144,7 +144,7 @@ class EpsilonGreedy(AbstractPolicy[QValues]):
 
     epsilon: Float[Array, ""]
     epsilon_schedule: optax.Schedule | None
-    input_type = QValues
+    input_type = AbstractActionValues
 
     def __init__(self, epsilon: ArrayLike | optax.Schedule):
         self.epsilon_schedule = epsilon if callable(epsilon) else None
@@ -153,10 +153,10 @@ class EpsilonGreedy(AbstractPolicy[QValues]):
     def __check_init__(self):
         check_in_unit_interval("EpsilonGreedy", "epsilon", self.epsilon)
 
-    def distribution(self, output: QValues) -> distrax.EpsilonGreedy:
+    def distribution(self, output: AbstractActionValues) -> distrax.EpsilonGreedy:
         return distrax.EpsilonGreedy(output.q_values, self.epsilon)  # pyright: ignore[reportArgumentType]
 
-    def __call__(self, output: QValues, key: PRNGKeyArray) -> PolicyStep:
+    def __call__(self, output: AbstractActionValues, key: PRNGKeyArray) -> PolicyStep:
         return sample(self.distribution(output), key)
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
@@ -164,7 +164,7 @@ class EpsilonGreedy(AbstractPolicy[QValues]):
 
 
 @final
-class Softmax(AbstractPolicy[QValues]):
+class Softmax(AbstractPolicy[AbstractActionValues]):
     """Boltzmann exploration: samples actions with probability `softmax(q / temperature)`.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 13.1.
@@ -175,7 +175,7 @@ class Softmax(AbstractPolicy[QValues]):
     """
 
     temperature: Float[Array, ""]
-    input_type = QValues
+    input_type = AbstractActionValues
 
     def __init__(self, temperature: ArrayLike = 1.0):
         self.temperature = jnp.asarray(temperature, jnp.float32)
@@ -183,10 +183,10 @@ class Softmax(AbstractPolicy[QValues]):
     def __check_init__(self):
         check_positive("Softmax", "temperature", self.temperature)
 
-    def distribution(self, output: QValues) -> distrax.Softmax:
+    def distribution(self, output: AbstractActionValues) -> distrax.Softmax:
         return distrax.Softmax(output.q_values, self.temperature)  # pyright: ignore[reportArgumentType]
 
-    def __call__(self, output: QValues, key: PRNGKeyArray) -> PolicyStep:
+    def __call__(self, output: AbstractActionValues, key: PRNGKeyArray) -> PolicyStep:
         return sample(self.distribution(output), key)
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
