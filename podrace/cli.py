@@ -161,6 +161,7 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("exploration-noise", _positive_float, "ddpg, td3: Gaussian action noise, relative to half the action range"),
         ("target-noise", _non_negative_float, "td3: target policy smoothing noise, relative to half the range"),
         ("policy-delay", _positive_int, "td3: critic steps per actor and target step"),
+        ("random-steps", _non_negative_int, "ddpg, td3, sac: environment steps of uniformly random actions first"),
     ],
     "distributional (c51, qr-dqn)": [
         ("num-atoms", _positive_int, "c51: returns each action's distribution sits on (at least 2)"),

@@ -71,6 +71,7 @@ SLOWEST = (
     "test_td_lambda_learner_improves_on_gymnasium_cartpole",
     "test_off_policy_actor_critic_solves_pendulum[sac]",
     "test_off_policy_actor_critic_solves_pendulum[ddpg]",
+    "test_off_policy_actor_critic_solves_pendulum[td3]",
 )
 
 

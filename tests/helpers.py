@@ -564,6 +564,8 @@ POLICIES: dict[str, tuple[Callable[[], pr.policies.AbstractPolicy], type[pr.Abst
     "mode-tanh-gaussian": (pr.policies.Mode, pr.TanhGaussianParams),
     "deterministic": (pr.policies.Deterministic, pr.DeterministicAction),
     "gaussian-noise": (lambda: pr.policies.GaussianNoise(0.3), pr.DeterministicAction),
+    "gaussian-noise-random-actions": (lambda: pr.policies.GaussianNoise(0.3, 0.5), pr.DeterministicAction),
+    "tanh-gaussian-random-actions": (lambda: pr.policies.TanhGaussian(0.5), pr.TanhGaussianParams),
 }
 
 # --------------------------------------------------------------------------------------

@@ -104,10 +104,10 @@ def test_gaussian_ppo_solves_pendulum():
     _assert_defaults_solve("pendulum", "ppo")
 
 
-# DDPG and SAC at `podrace train pendulum ALGO`'s defaults (RL Zoo's rows reach about
-# -150 in 20k steps; solved here is -200).
+# DDPG, TD3 and SAC at `podrace train pendulum ALGO`'s defaults (RL Zoo's rows reach
+# about -150 in 20k steps; solved here is -200).
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", ["ddpg", "sac"])
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_off_policy_actor_critic_solves_pendulum(algo):
     _assert_defaults_solve("pendulum", algo)
 

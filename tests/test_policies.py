@@ -4,6 +4,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import podrace as pr
@@ -40,7 +41,16 @@ FREQUENCIES = helpers.Compiled(_action_frequencies)
 # Registry entries whose policies act without randomness, and those that act in Box
 # action spaces (with their continuous entries).
 DETERMINISTIC = {"greedy", "greedy-categorical", "mode", "mode-gaussian", "mode-tanh-gaussian", "deterministic"}
-CONTINUOUS = {"gaussian", "mode-gaussian", "tanh-gaussian", "mode-tanh-gaussian", "deterministic", "gaussian-noise"}
+CONTINUOUS = {
+    "gaussian",
+    "mode-gaussian",
+    "tanh-gaussian",
+    "mode-tanh-gaussian",
+    "deterministic",
+    "gaussian-noise",
+    "gaussian-noise-random-actions",
+    "tanh-gaussian-random-actions",
+}
 ALSO_CONTINUOUS = {"mode", *CONTINUOUS}
 
 
@@ -347,3 +357,35 @@ def test_gaussian_noise_scales_with_the_action_range():
     keys = jax.random.split(jax.random.key(0), NUM_SAMPLES)
     actions = jax.vmap(lambda key: pr.policies.GaussianNoise(0.1)(output, key).action)(keys)
     np.testing.assert_allclose(np.std(np.asarray(actions), axis=0), [0.1, 0.4], rtol=0.05)
+
+
+@pytest.mark.parametrize(
+    "policy, output",
+    [
+        (
+            pr.policies.GaussianNoise(0.1, 1.0),
+            pr.DeterministicAction(jnp.zeros(2), jnp.asarray([-1.0, 0.0]), jnp.asarray([1.0, 4.0])),
+        ),
+        (
+            pr.policies.TanhGaussian(1.0),
+            pr.TanhGaussianParams(jnp.zeros(2), jnp.zeros(2), jnp.asarray([-1.0, 0.0]), jnp.asarray([1.0, 4.0])),
+        ),
+    ],
+    ids=["gaussian-noise", "tanh-gaussian"],
+)
+def test_random_actions_are_uniform_within_the_bounds(policy, output):
+    steps = jax.vmap(lambda key: policy(output, key))(jax.random.split(jax.random.key(0), NUM_SAMPLES))
+    width = np.asarray(output.high - output.low)
+    assert np.all(np.abs(np.mean(steps.action, axis=0) - (np.asarray(output.low) + width / 2)) < 0.05 * width)
+    np.testing.assert_allclose(np.std(steps.action, axis=0), width / np.sqrt(12), rtol=0.05)
+    np.testing.assert_allclose(steps.log_prob, -np.log(np.prod(width)), rtol=1e-6)
+
+
+def test_random_first_steps_follow_their_schedule():
+    output = pr.DeterministicAction(jnp.zeros(1), -jnp.ones(1), jnp.ones(1))
+    policy = pr.policies.GaussianNoise(0.01, optax.piecewise_constant_schedule(1.0, {100: 0.0}))
+    keys = jax.random.split(jax.random.key(0), NUM_SAMPLES)
+    for step, spread in ((0, 1 / np.sqrt(3)), (99, 1 / np.sqrt(3)), (100, 0.01)):
+        acting = policy.at(jnp.asarray(step))
+        actions = jax.vmap(lambda key, acting=acting: acting(output, key).action)(keys)
+        np.testing.assert_allclose(np.std(actions), spread, rtol=0.05)

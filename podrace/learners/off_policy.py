@@ -25,7 +25,7 @@ from .._validation import (
 from ..agent import Agent
 from ..losses import transition_mask
 from ..networks import AbstractCritic, AbstractNetwork
-from ..policies import AbstractPolicy, GaussianNoise, TanhGaussian
+from ..policies import AbstractPolicy, GaussianNoise, TanhGaussian, tanh_gaussian_step
 from ..results import UpdateMetrics
 from .learner import gradient_step, with_params
 from .replay import AbstractReplayLearner, AbstractReplayState, SequenceReplay
@@ -497,7 +497,7 @@ class SACLearner(AbstractActorCriticLearner[SACState]):
         """Reparameterised actions of the actor and their log-probabilities, one per observation."""
         actor = with_params(self.actor, actor_params)
         keys = jax.random.split(key, jax.tree.leaves(observation)[0].shape[0])
-        steps = jax.vmap(lambda o, k: TanhGaussian()(actor(o, ())[0], k))(observation, keys)
+        steps = jax.vmap(lambda o, k: tanh_gaussian_step(actor(o, ())[0], k))(observation, keys)
         return steps.action, steps.log_prob
 
     def learn_step(self, state: SACState, key: PRNGKeyArray, axis_name: str | None) -> tuple[SACState, UpdateMetrics]:

@@ -11,6 +11,9 @@ from ._policies import (
     Mode as Mode,
     Softmax as Softmax,
     TanhGaussian as TanhGaussian,
+    mix_in_random_actions as mix_in_random_actions,
+    tanh_gaussian_step as tanh_gaussian_step,
+    with_random_actions as with_random_actions,
 )
 
 
@@ -25,4 +28,7 @@ __all__ = [
     "Mode",
     "Softmax",
     "TanhGaussian",
+    "mix_in_random_actions",
+    "tanh_gaussian_step",
+    "with_random_actions",
 ]

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 import distrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
@@ -97,6 +98,45 @@ def choose(distribution: distrax.Distribution, action: Array) -> PolicyStep:
     return PolicyStep(action, log_prob, entropy_or_estimate(distribution, log_prob))
 
 
+def _value_or_schedule(value: ArrayLike | optax.Schedule) -> tuple[optax.Schedule | None, Float[Array, "..."]]:
+    """A policy parameter given as a number or a schedule: `(schedule or None, value at step 0)`."""
+    schedule = value if callable(value) else None
+    return schedule, jnp.asarray(value(0) if callable(value) else value, jnp.float32)
+
+
+def with_random_actions(
+    distribution: distrax.Distribution, output: DeterministicAction | TanhGaussianParams, probability: Float[Array, ""]
+) -> distrax.MixtureOfTwo:
+    """`distribution`, or with `probability` the uniform distribution within `output`'s bounds."""
+    uniform = distrax.Independent(distrax.Uniform(output.low, output.high), reinterpreted_batch_ndims=1)
+    return distrax.MixtureOfTwo(probability, uniform, distribution)
+
+
+def mix_in_random_actions(
+    step: PolicyStep,
+    policy: distrax.Distribution,
+    output: DeterministicAction | TanhGaussianParams,
+    probability: Float[Array, ""],
+    key: PRNGKeyArray,
+) -> PolicyStep:
+    """With `probability`, a uniformly random action within `output`'s bounds instead of `step`'s.
+
+    The log-probability is that of the mixture ([`podrace.policies.with_random_actions`][]),
+    `log(p / volume + (1 - p) pi(a))`, with `pi(a)` from `step`, or from `policy` for a
+    random action, and the entropy its estimate, minus the log-probability. `key`
+    must differ from the one `step` was drawn with.
+    """
+    uniform_key, choice_key = jax.random.split(key)
+    uniform = jax.random.uniform(uniform_key, output.low.shape, minval=output.low, maxval=output.high)
+    is_random = jax.random.bernoulli(choice_key, probability)
+    action = jnp.where(is_random, uniform, step.action)
+    log_pi = jnp.where(is_random, jnp.asarray(policy.log_prob(uniform)), step.log_prob)
+    log_volume = jnp.sum(jnp.log(output.high - output.low))
+    from_policy = jnp.where(probability < 1, jnp.log1p(-probability) + log_pi, -jnp.inf)
+    log_prob = jnp.logaddexp(jnp.log(probability) - log_volume, from_policy)
+    return PolicyStep(action, log_prob, -log_prob)
+
+
 def check_discrete(policy: AbstractPolicy, action_space: AbstractSpace) -> None:
     """Raises `ValueError`, naming continuous-action policies, unless `action_space` is `Discrete`."""
     if not isinstance(action_space, Discrete):
@@ -147,8 +187,7 @@ class EpsilonGreedy(AbstractPolicy[AbstractActionValues]):
     input_type = AbstractActionValues
 
     def __init__(self, epsilon: ArrayLike | optax.Schedule):
-        self.epsilon_schedule = epsilon if callable(epsilon) else None
-        self.epsilon = jnp.asarray(epsilon(0) if callable(epsilon) else epsilon, jnp.float32)
+        self.epsilon_schedule, self.epsilon = _value_or_schedule(epsilon)
 
     def __check_init__(self):
         check_in_unit_interval("EpsilonGreedy", "epsilon", self.epsilon)
@@ -236,6 +275,20 @@ class Gaussian(AbstractPolicy[GaussianParams]):
         )
 
 
+def tanh_gaussian_step(output: TanhGaussianParams, key: PRNGKeyArray) -> PolicyStep:
+    """A reparameterised sample of a tanh-squashed Gaussian, its log-probability and
+    minus that (the entropy's estimate).
+
+    The log-probability comes from the Gaussian sample and the squashing's log-determinant:
+    inverting tanh near the bounds would lose precision.
+    """
+    distribution = output.distribution()
+    gaussian = distribution.distribution.sample(seed=key)
+    action, log_det = distribution.bijector.forward_and_log_det(gaussian)
+    log_prob = jnp.asarray(distribution.distribution.log_prob(gaussian)) - log_det
+    return PolicyStep(jnp.asarray(action), log_prob, entropy_or_estimate(distribution, log_prob))
+
+
 @final
 class TanhGaussian(AbstractPolicy[TanhGaussianParams]):
     """Samples bounded action vectors from the tanh-squashed Gaussian of a
@@ -245,22 +298,39 @@ class TanhGaussian(AbstractPolicy[TanhGaussianParams]):
     squashing's change of variables; the reported entropy is minus the log-probability
     of the sampled action (the squashed distribution's entropy has no closed form).
 
+    With `random_action_probability` it takes, with that probability, a uniformly
+    random action within the bounds instead (see
+    [`podrace.policies.GaussianNoise`][]).
+
     Reference: Haarnoja et al., "Soft Actor-Critic: Off-Policy Maximum Entropy Deep
     Reinforcement Learning with a Stochastic Actor", ICML 2018.
+
+    **Arguments:**
+
+    - `random_action_probability`: in [0, 1], 0 by default; or a schedule over
+        environment steps.
     """
 
+    random_action_probability: Float[Array, ""]
+    random_action_probability_schedule: optax.Schedule | None
     input_type = TanhGaussianParams
 
-    def distribution(self, output: TanhGaussianParams) -> distrax.Transformed:
-        return output.distribution()
+    def __init__(self, random_action_probability: ArrayLike | optax.Schedule = 0.0):
+        self.random_action_probability_schedule, self.random_action_probability = _value_or_schedule(
+            random_action_probability
+        )
+
+    def __check_init__(self):
+        check_in_unit_interval("TanhGaussian", "random_action_probability", self.random_action_probability)
+
+    def distribution(self, output: TanhGaussianParams) -> distrax.MixtureOfTwo:
+        return with_random_actions(output.distribution(), output, self.random_action_probability)
 
     def __call__(self, output: TanhGaussianParams, key: PRNGKeyArray) -> PolicyStep:
-        # The log-probability from the Gaussian sample: inverting tanh near the bounds loses precision.
-        distribution = self.distribution(output)
-        gaussian = distribution.distribution.sample(seed=key)
-        action, log_det = distribution.bijector.forward_and_log_det(gaussian)
-        log_prob = jnp.asarray(distribution.distribution.log_prob(gaussian)) - log_det
-        return PolicyStep(jnp.asarray(action), log_prob, entropy_or_estimate(distribution, log_prob))
+        step = tanh_gaussian_step(output, key)
+        return mix_in_random_actions(
+            step, output.distribution(), output, self.random_action_probability, jax.random.fold_in(key, 1)
+        )
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
         _check_real_vectors(
@@ -302,31 +372,51 @@ class GaussianNoise(AbstractPolicy[DeterministicAction]):
     Reference: Fujimoto et al., "Addressing Function Approximation Error in
     Actor-Critic Methods", ICML 2018 (TD3's exploration).
 
+    With `random_action_probability`, it takes a uniformly random action within the
+    bounds with that probability instead; a schedule such as
+    `optax.piecewise_constant_schedule(1.0, {10_000: 0.0})` gives the random first
+    steps with which TD3 and RL Zoo fill the replay buffer. The reported
+    log-probability is then the mixture's.
+
+    Reference: Fujimoto et al., "Addressing Function Approximation Error in
+    Actor-Critic Methods", ICML 2018 (TD3's exploration and random first steps).
+
     **Arguments:**
 
     - `std`: the noise scale, relative to half the action range, > 0; an array leaf. Or
         a schedule over environment steps, as for [`podrace.policies.EpsilonGreedy`][].
+    - `random_action_probability`: in [0, 1], 0 by default; or a schedule over
+        environment steps.
     """
 
     std: Float[Array, ""]
     std_schedule: optax.Schedule | None
+    random_action_probability: Float[Array, ""]
+    random_action_probability_schedule: optax.Schedule | None
     input_type = DeterministicAction
 
-    def __init__(self, std: ArrayLike | optax.Schedule):
-        self.std_schedule = std if callable(std) else None
-        self.std = jnp.asarray(std(0) if callable(std) else std, jnp.float32)
+    def __init__(self, std: ArrayLike | optax.Schedule, random_action_probability: ArrayLike | optax.Schedule = 0.0):
+        self.std_schedule, self.std = _value_or_schedule(std)
+        self.random_action_probability_schedule, self.random_action_probability = _value_or_schedule(
+            random_action_probability
+        )
 
     def __check_init__(self):
         check_positive("GaussianNoise", "std", self.std)
+        check_in_unit_interval("GaussianNoise", "random_action_probability", self.random_action_probability)
 
-    def distribution(self, output: DeterministicAction) -> distrax.MultivariateNormalDiag:
+    def noise(self, output: DeterministicAction) -> distrax.MultivariateNormalDiag:
+        """The Gaussian around the actor's action."""
         scale = self.std * (output.high - output.low) / 2
         return distrax.MultivariateNormalDiag(output.action, scale)
 
+    def distribution(self, output: DeterministicAction) -> distrax.MixtureOfTwo:
+        return with_random_actions(self.noise(output), output, self.random_action_probability)
+
     def __call__(self, output: DeterministicAction, key: PRNGKeyArray) -> PolicyStep:
-        distribution = self.distribution(output)
-        action = jnp.clip(distribution.sample(seed=key), output.low, output.high)
-        return choose(distribution, action)
+        noise = self.noise(output)
+        step = choose(noise, jnp.clip(noise.sample(seed=key), output.low, output.high))
+        return mix_in_random_actions(step, noise, output, self.random_action_probability, jax.random.fold_in(key, 1))
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
         _check_real_vectors(
