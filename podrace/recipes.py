@@ -46,10 +46,11 @@ from .executors.anakin import Anakin
 from .executors.evaluation import random_policy_episodes
 from .executors.population import Population, evaluate_population
 from .learners import DQNLearner, Learner
-from .losses import PPOLoss, QLearningLoss
+from .losses import CategoricalQLoss, PPOLoss, QLearningLoss
 from .networks import (
     AbstractHead,
     ActorCriticNetwork,
+    CategoricalQHead,
     FeedForwardNetwork,
     GaussianHead,
     LecunNormal,
@@ -366,26 +367,102 @@ class CleanRLDQN(AbstractSettings):
         return self.total_timesteps // self.train_frequency
 
     def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
-        if not isinstance(env.action_space, Discrete):
-            raise ValueError(f"CleanRL's dqn_jax.py takes discrete actions, got {env.action_space}.")
-        torso_key, head_key = jax.random.split(key)
-        initialization = LecunNormal()
-        torso = MLPTorso(_observation_shape(env), (120, 84), initialization=initialization, key=torso_key)
-        head = QValueHead(84, env.action_space.num_values, initialization=initialization, key=head_key)
-        learner = DQNLearner(
-            FeedForwardNetwork(torso, head),
+        return _cleanrl_q_pipeline(
+            self,
+            env,
+            key,
+            lambda action_count, head_key: QValueHead(84, action_count, initialization=LecunNormal(), key=head_key),
             QLearningLoss(discount=self.gamma),
             optax.adam(self.learning_rate),
-            epsilon=optax.linear_schedule(
-                self.start_e, self.end_e, int(self.exploration_fraction * self.total_timesteps)
-            ),
-            buffer_size=self.buffer_size,
-            batch_size=self.batch_size,
-            min_replay_size=self.learning_starts,
-            target_update_period=self.target_network_frequency // self.train_frequency,
             tau=self.tau,
         )
-        return Anakin(env, learner, num_envs=1, rollout_length=self.train_frequency)
+
+
+@final
+class CleanRLC51(AbstractSettings):
+    """CleanRL's `c51_jax.py`: its DQN (see [`podrace.recipes.CleanRLDQN`][]) with a
+    categorical return distribution of `n_atoms` atoms from `v_min` to `v_max` per action.
+
+    The network's last layer emits the atoms' logits; the loss is the cross-entropy to
+    the projected target distribution of the target network's greedy action. Adam's
+    epsilon is `0.01 / batch_size`, as in the source; the target network is copied
+    whole every `target_network_frequency` steps.
+
+    Where podrace differs: the source clips the predicted probabilities into
+    `[1e-5, 1 - 1e-5]` inside its cross-entropy; podrace takes the log-softmax of the
+    logits, which needs no clipping. It steps gymnax's versions of the environments.
+    """
+
+    total_timesteps: int
+    learning_rate: float
+    n_atoms: int
+    v_min: float
+    v_max: float
+    buffer_size: int
+    gamma: float
+    target_network_frequency: int
+    batch_size: int
+    start_e: float
+    end_e: float
+    exploration_fraction: float
+    learning_starts: int
+    train_frequency: int
+
+    @property
+    def algorithm(self) -> str:
+        return "C51 (CleanRL)"
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.train_frequency
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        def head(action_count: int, head_key: PRNGKeyArray) -> CategoricalQHead:
+            return CategoricalQHead(
+                84,
+                action_count,
+                num_atoms=self.n_atoms,
+                v_min=self.v_min,
+                v_max=self.v_max,
+                initialization=LecunNormal(),
+                key=head_key,
+            )
+
+        optimizer = optax.adam(self.learning_rate, eps=0.01 / self.batch_size)
+        return _cleanrl_q_pipeline(self, env, key, head, CategoricalQLoss(discount=self.gamma), optimizer, tau=1.0)
+
+
+def _cleanrl_q_pipeline(
+    settings: CleanRLDQN | CleanRLC51,
+    env: AbstractEnv,
+    key: PRNGKeyArray,
+    head: Callable[[int, PRNGKeyArray], Any],
+    loss: QLearningLoss | CategoricalQLoss,
+    optimizer: optax.GradientTransformation,
+    *,
+    tau: float,
+) -> Anakin:
+    """The DQN of CleanRL's scripts: an MLP of 120 and 84 ReLU units (LeCun-normal weights)
+    with `head(num_actions, key)` on top, one environment, a gradient step every
+    `train_frequency` steps, epsilon annealed over `exploration_fraction` of the run."""
+    if not isinstance(env.action_space, Discrete):
+        raise ValueError(f"CleanRL's {settings.algorithm} takes discrete actions, got {env.action_space}.")
+    torso_key, head_key = jax.random.split(key)
+    torso = MLPTorso(_observation_shape(env), (120, 84), initialization=LecunNormal(), key=torso_key)
+    learner = DQNLearner(
+        FeedForwardNetwork(torso, head(env.action_space.num_values, head_key)),
+        loss,
+        optimizer,
+        epsilon=optax.linear_schedule(
+            settings.start_e, settings.end_e, int(settings.exploration_fraction * settings.total_timesteps)
+        ),
+        buffer_size=settings.buffer_size,
+        batch_size=settings.batch_size,
+        min_replay_size=settings.learning_starts,
+        target_update_period=settings.target_network_frequency // settings.train_frequency,
+        tau=tau,
+    )
+    return Anakin(env, learner, num_envs=1, rollout_length=settings.train_frequency)
 
 
 @final
@@ -499,20 +576,44 @@ _CLEANRL_DQN = CleanRLDQN(
     train_frequency=10,
 )
 
+_CLEANRL_C51 = CleanRLC51(
+    total_timesteps=500_000,
+    learning_rate=2.5e-4,
+    n_atoms=101,
+    v_min=-100.0,
+    v_max=100.0,
+    buffer_size=10_000,
+    gamma=0.99,
+    target_network_frequency=500,
+    batch_size=128,
+    start_e=1.0,
+    end_e=0.05,
+    exploration_fraction=0.5,
+    learning_starts=10_000,
+    train_frequency=10,
+)
+
 _CLEANRL_PPO_SOURCE = (
     "CleanRL docs/rl-algorithms/ppo.md, ppo.py (benchmark/ppo.sh: 3 seeds); each seed's mean return of its "
     "last 100 training episodes, mean and standard deviation over seeds"
 )
 _CLEANRL_DQN_SOURCE = "CleanRL docs/rl-algorithms/dqn.md, dqn_jax.py (3 seeds); returns of training episodes"
+_CLEANRL_C51_SOURCE = (
+    "CleanRL docs/rl-algorithms/c51.md, c51.py (3 seeds; c51_jax.py has the same hyperparameters); returns of "
+    "training episodes"
+)
+_CLEANRL = {
+    "ppo": (_CLEANRL_PPO, _CLEANRL_PPO_SOURCE),
+    "dqn": (_CLEANRL_DQN, _CLEANRL_DQN_SOURCE),
+    "c51": (_CLEANRL_C51, _CLEANRL_C51_SOURCE),
+}
 
 
 def _cleanrl_recipe(
-    algorithm: Literal["ppo", "dqn"], env_id: str, value: float, spread: float, notes: str = ""
+    algorithm: Literal["ppo", "dqn", "c51"], env_id: str, value: float, spread: float, notes: str = ""
 ) -> Recipe:
     """A row of CleanRL's documented tables: 3 seeds, measured on their training episodes."""
-    settings, source = (
-        (_CLEANRL_PPO, _CLEANRL_PPO_SOURCE) if algorithm == "ppo" else (_CLEANRL_DQN, _CLEANRL_DQN_SOURCE)
-    )
+    settings, source = _CLEANRL[algorithm]
     published = Published(value, spread, 3, source, "training", 100)
     return Recipe(f"cleanrl-{algorithm}-{env_id.lower()}", env_id, settings, published, notes)
 
@@ -591,6 +692,9 @@ RECIPES: dict[str, Recipe] = {
         _cleanrl_recipe("dqn", "CartPole-v1", 498.38, 2.29),
         _cleanrl_recipe("dqn", "Acrobot-v1", -88.89, 1.56),
         _cleanrl_recipe("dqn", "MountainCar-v0", -188.90, 11.78),
+        _cleanrl_recipe("c51", "CartPole-v1", 498.51, 1.77),
+        _cleanrl_recipe("c51", "Acrobot-v1", -88.81, 8.86),
+        _cleanrl_recipe("c51", "MountainCar-v0", -167.71, 26.85),
     )
 }
 """Every recipe by name."""

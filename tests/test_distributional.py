@@ -24,6 +24,9 @@ def test_the_categorical_projection_equals_rlaxs_l2_projection():
         projected = pr.losses.categorical_projection(atoms_from, probs, atoms_onto)
         np.testing.assert_allclose(projected, rlax.categorical_l2_project(atoms_from, probs, atoms_onto), atol=1e-6)
         np.testing.assert_allclose(jnp.sum(projected), 1.0, rtol=1e-6)
+    # Atoms on the support (the last one included) stay where they are.
+    probs = jax.nn.softmax(jnp.arange(13.0))
+    np.testing.assert_allclose(pr.losses.categorical_projection(atoms_onto, probs, atoms_onto), probs, atol=1e-6)
 
 
 def test_the_categorical_projection_keeps_the_mean_inside_the_support():

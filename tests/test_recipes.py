@@ -36,6 +36,7 @@ def test_every_recipe_spends_its_published_budget(name):
         recipes.GymnaxBlinesPPO: lambda s: s.num_train_steps,
         recipes.CleanRLPPO: lambda s: s.total_timesteps,
         recipes.CleanRLDQN: lambda s: s.total_timesteps,
+        recipes.CleanRLC51: lambda s: s.total_timesteps,
     }[type(settings)](settings)
     env_steps = settings.num_updates * member.num_envs * member.rollout_length
     assert budget - member.num_envs * member.rollout_length < env_steps <= budget
@@ -93,6 +94,21 @@ def test_recipe_optimizers_step_at_their_learning_rate():
         params = {"w": np.zeros(3, np.float32)}
         updates, _ = optimizer.update({"w": np.ones(3, np.float32)}, optimizer.init(params), params)
         np.testing.assert_allclose(-updates["w"], recipes.RECIPES[name].settings.learning_rate_at(0), rtol=1e-3)
+
+
+def test_cleanrl_c51_recipe_builds_its_c51():
+    recipe = recipes.RECIPES["cleanrl-c51-cartpole-v1"]
+    settings = recipe.settings
+    assert isinstance(settings, recipes.CleanRLC51)
+    member = _member(recipe)
+    learner = member.learner
+    assert isinstance(learner, pr.learners.DQNLearner) and isinstance(learner.loss, pr.losses.CategoricalQLoss)
+    head = learner.network.head
+    assert isinstance(head, pr.networks.CategoricalQHead)
+    assert (head.num_atoms, head.v_min, head.v_max) == (101, -100.0, 100.0)
+    assert (member.num_envs, member.rollout_length) == (1, settings.train_frequency)
+    assert learner.target_update_period * settings.train_frequency == settings.target_network_frequency
+    assert (learner.replay.buffer_size, learner.batch_size, learner.min_replay_size) == (10_000, 128, 10_000)
 
 
 def test_cleanrl_dqn_recipe_builds_its_dqn():

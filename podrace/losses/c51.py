@@ -39,10 +39,15 @@ def categorical_projection(
 
     The probabilities on `atoms_onto`.
     """
+    num_atoms = atoms_onto.shape[0]
     spacing = atoms_onto[1] - atoms_onto[0]
-    clipped = jnp.clip(atoms_from, atoms_onto[0], atoms_onto[-1])
-    weights = jnp.clip(1.0 - jnp.abs(clipped[None, :] - atoms_onto[:, None]) / spacing, 0.0, 1.0)
-    return weights @ probs
+    # Each probability's position on the support, in atoms from the first.
+    position = (jnp.clip(atoms_from, atoms_onto[0], atoms_onto[-1]) - atoms_onto[0]) / spacing
+    lower = jnp.clip(jnp.floor(position), 0, num_atoms - 1)
+    upper_share = position - lower
+    lower = lower.astype(jnp.int32)
+    projected = jnp.zeros_like(atoms_onto).at[lower].add(probs * (1.0 - upper_share))
+    return projected.at[jnp.minimum(lower + 1, num_atoms - 1)].add(probs * upper_share)
 
 
 @final
