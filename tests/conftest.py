@@ -63,6 +63,7 @@ def _start_multidevice_runs(config: pytest.Config) -> helpers.MultideviceRuns:
 
 # The longest tests of the slow session (`--durations`), longest first.
 SLOWEST = (
+    "test_solves_cartpole[c51]",
     "test_solves_cartpole[dqn]",
     "test_recurrent_ppo_solves_memory_chain_through_the_rlplay_actor",
     "test_the_podracer_papers_td_lambda_agent_solves_catch",

@@ -41,6 +41,7 @@ class TraceCountingLoss(pr.losses.AbstractQLoss):
 
     inner: pr.losses.TDLambdaQLoss
     counter: _Counter = eqx.field(static=True)
+    input_type = pr.QValues
 
     @property
     def discount(self):

@@ -76,7 +76,10 @@ class SequenceReplay(eqx.Module):
                 f"{capacity} steps per environment, fewer than sequence_length={self.sequence_length}."
             )
         example = (jax.tree.map(lambda x: x[0], timestep), policy_step)
-        return _flashbax().init(example, add_batch_size=num_envs, max_length_time_axis=capacity)
+        state = _flashbax().init(example, add_batch_size=num_envs, max_length_time_axis=capacity)
+        # flashbax leaves the storage uninitialised (garbage on a GPU): zeros make the state,
+        # and so every checkpoint, a function of its inputs alone.
+        return state.replace(experience=jax.tree.map(jnp.zeros_like, state.experience))
 
     def init_for(self, agent: AbstractAgent, timestep: TimeStep) -> PyTree[Array]:
         """An empty buffer for the environments of `timestep` and the policy steps of `agent`."""
