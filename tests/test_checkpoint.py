@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
@@ -156,3 +157,25 @@ def test_the_chunked_loop_checkpoints_every_k_updates_and_resumes_exactly(tmp_pa
     assert rows[0]["frames"] == log.frames[-1] == 6 * pipeline.frames_per_update
     with pytest.raises(ValueError, match="multiple of updates_per_call"):
         train(start, num_updates=2, checkpointer=checkpointer, checkpoint_every=3)
+
+
+UPDATE = eqx.filter_jit(lambda learner, state, trajectory: learner.update(state, trajectory))
+
+# The learner families whose states hold more than one network and optimiser, or a
+# distributional head: each state round-trips exactly, and learning goes on from it alike.
+ROUND_TRIP_LEARNERS = ["td3", "sac", "c51", "qr-dqn-double", "pqn-layer-norm-transitions"]
+
+
+@pytest.mark.parametrize("name", ROUND_TRIP_LEARNERS)
+def test_a_learner_state_round_trips_bit_identically(name, tmp_path):
+    case = helpers.LEARNERS[name]
+    learner = case.make(jax.random.key(0))
+    trajectory = case.random_trajectory(learner.initial_agent(), 0, 16, 3)
+    first = jax.tree.map(lambda x: x[0], trajectory.timestep)
+    update = functools.partial(UPDATE, learner)
+    state, _ = update(learner.init(jax.random.key(1), first), trajectory)
+    with Checkpointer(tmp_path) as checkpointer:
+        checkpointer.save(1, state)
+        restored = checkpointer.restore(learner.init(jax.random.key(2), first))
+    assert_bit_identical(restored, state)
+    assert_bit_identical(update(restored, trajectory), update(state, trajectory))
