@@ -273,3 +273,12 @@ class AbstractQLoss(AbstractTrajectoryLoss):
         """The online action values of time steps `0..T`, and those to bootstrap from at `1..T`."""
         outputs, bootstrap = self.action_value_outputs(agent, trajectory, target_network)
         return cast(AbstractActionValues, outputs).q_values, cast(AbstractActionValues, bootstrap).q_values
+
+    def greedy_next_actions(
+        self, outputs: Any, bootstrap: Any, target_network: AbstractNetwork | None, *, double: bool
+    ) -> Int[Array, " T"]:
+        """The greedy action at time steps `1..T`, by the values of `bootstrap` (the outputs
+        bootstrapped from, as `action_value_outputs` returns them) or, with `double` and a
+        target network, by the online `outputs`' (double Q-learning)."""
+        selector = outputs.q_values[1:] if double and target_network is not None else bootstrap.q_values
+        return jnp.argmax(selector, axis=-1)

@@ -85,8 +85,8 @@ class CategoricalQLoss(AbstractQLoss):
         self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
         online, bootstrap = self.action_value_outputs(agent, trajectory, target_network)
-        selector = online.q_values[1:] if self.double and target_network is not None else bootstrap.q_values
-        next_logits = at_actions(bootstrap.logits, jnp.argmax(selector, axis=-1))
+        next_actions = self.greedy_next_actions(online, bootstrap, target_network, double=self.double)
+        next_logits = at_actions(bootstrap.logits, next_actions)
         timestep = trajectory.timestep
         discount_t = self.discount * timestep.discount[1:]
         target_atoms = timestep.reward[1:, None] + discount_t[:, None] * bootstrap.atoms
