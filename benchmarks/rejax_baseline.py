@@ -1,4 +1,4 @@
-"""Peer baseline: rejax 0.1.3 PPO and DQN on gymnax environments (CartPole-v1 by default).
+"""Peer baseline: rejax 0.1.3 PPO, DQN, SAC, TD3 and PQN on gymnax environments.
 
 Run with its own benchmark-only venv, never podrace's (rejax 0.1.3 expects the
 five-value ``step`` of gymnax < 1.0)::
@@ -7,11 +7,13 @@ five-value ``step`` of gymnax < 1.0)::
     /work/rejax-venv/bin/pip install "rejax==0.1.3" "gymnax<1.0"
     /work/rejax-venv/bin/python benchmarks/rejax_baseline.py ppo-time-to-solve --seed 0
     /work/rejax-venv/bin/python benchmarks/rejax_baseline.py dqn-sps --seed 0
+    /work/rejax-venv/bin/python benchmarks/rejax_baseline.py sac-sps --seed 0
 
 Known to work with jax/jaxlib 0.10.2, flax 0.12.8, optax 0.2.8, chex 0.1.92,
 distrax 0.1.9, gymnax 0.0.9 (what that pip command resolved to).
-Default hyperparameters are rejax's own CartPole ones (configs/gymnax/cartpole.yaml
-in the rejax repository; the wheel does not ship them).
+Default hyperparameters are rejax's own (configs/gymnax/cartpole.yaml and
+configs/gymnax/pendulum.yaml in the rejax repository; the wheel does not ship them),
+except that SAC and TD3 leave observations unnormalised (see the modes).
 
 ppo-time-to-solve
     The clock starts before anything is built or compiled. Training runs in chunks:
@@ -27,6 +29,12 @@ dqn-sps
     warm-up call trains ``--steps`` env steps from a fresh state (compile included,
     fills the replay buffer); the timed call trains ``--steps`` more steps from the
     warm-up's state with the same compiled function.
+sac-sps, td3-sps, pqn-sps
+    The same measurement for SAC and TD3 on Pendulum-v1 and PQN on CartPole-v1, every
+    hyperparameter under rejax's own name. rejax's Pendulum configs normalise
+    observations; these modes do not (``normalize_observations=False``), as podrace has
+    no observation normalisation to match it with. ``--max-grad-norm`` is rejax's: each
+    gradient element clipped to that value (``optax.clip``), not the global norm.
 
 Each mode prints one JSON line with the result and every setting used.
 """
@@ -39,7 +47,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from rejax import DQN, PPO
+from rejax import DQN, PPO, PQN, SAC, TD3
 from rejax.evaluate import evaluate
 
 
@@ -49,6 +57,18 @@ warnings.filterwarnings("ignore", message="Explicitly requested dtype")
 
 def no_eval(algo: Any, ts: Any, rng: jax.Array) -> tuple[()]:
     return ()
+
+
+def compilations() -> list[str]:
+    """A list that grows by one with each XLA compilation from now on."""
+    compiled: list[str] = []
+
+    def listen(event: str, duration_secs: float, **_: Any) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return compiled
 
 
 def make_eval_callback(episodes: int, greedy: bool):
@@ -163,20 +183,131 @@ def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
         skip_initial_evaluation=True,
         **settings,
     ).replace(eval_callback=no_eval)
+    return {
+        **timed_training(algo, args),
+        "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
+        "settings": {**settings, **agent_kwargs, "hidden_layer_sizes": [64, 64]},
+    }
+
+
+def sac_sps(args: argparse.Namespace) -> dict[str, Any]:
+    settings = {
+        "num_envs": args.num_envs,
+        "buffer_size": args.buffer_size,
+        "fill_buffer": args.fill_buffer,
+        "batch_size": args.batch_size,
+        "num_epochs": args.num_epochs,
+        "target_update_freq": args.target_update_freq,
+        "polyak": args.polyak,
+        "learning_rate": args.learning_rate,
+        "max_grad_norm": args.max_grad_norm,
+        "gamma": args.gamma,
+        "hidden_layer_sizes": args.hidden_layer_sizes,
+        "normalize_observations": False,
+    }
+    agent_kwargs = {"activation": args.activation}  # the actor's and the critics'
+    algo = SAC.create(
+        env=args.env,
+        agent_kwargs=dict(agent_kwargs),
+        total_timesteps=args.steps,
+        eval_freq=args.steps,
+        skip_initial_evaluation=True,
+        **settings,
+    ).replace(eval_callback=no_eval)
+    return {
+        **timed_training(algo, args),
+        "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
+        "settings": {**settings, **agent_kwargs, "num_critics": 2, "log_std_range": [-10, 2]},
+    }
+
+
+def td3_sps(args: argparse.Namespace) -> dict[str, Any]:
+    settings = {
+        "num_envs": args.num_envs,
+        "buffer_size": args.buffer_size,
+        "fill_buffer": args.fill_buffer,
+        "batch_size": args.batch_size,
+        "num_epochs": args.num_epochs,
+        "policy_delay": args.policy_delay,
+        "target_update_freq": args.target_update_freq,
+        "polyak": args.polyak,
+        "learning_rate": args.learning_rate,
+        "max_grad_norm": args.max_grad_norm,
+        "gamma": args.gamma,
+        "exploration_noise": args.exploration_noise,
+        "target_noise": args.target_noise,
+        "target_noise_clip": args.target_noise_clip,
+        "normalize_observations": False,
+    }
+    network_kwargs = {"activation": args.activation}
+    algo = TD3.create(
+        env=args.env,
+        actor_kwargs=dict(network_kwargs),
+        critic_kwargs=dict(network_kwargs),
+        total_timesteps=args.steps,
+        eval_freq=args.steps,
+        skip_initial_evaluation=True,
+        **settings,
+    ).replace(eval_callback=no_eval)
+    return {
+        **timed_training(algo, args),
+        "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
+        # rejax fixes both networks' hidden layers to (64, 64)
+        "settings": {**settings, **network_kwargs, "num_critics": 2, "hidden_layer_sizes": [64, 64]},
+    }
+
+
+def pqn_sps(args: argparse.Namespace) -> dict[str, Any]:
+    settings = {
+        "num_envs": args.num_envs,
+        "num_steps": args.num_steps,
+        "num_epochs": args.num_epochs,
+        "num_minibatches": args.num_minibatches,
+        "learning_rate": args.learning_rate,
+        "max_grad_norm": args.max_grad_norm,
+        "gamma": args.gamma,
+        "td_lambda": args.td_lambda,
+        "eps_start": args.eps_start,
+        "eps_end": args.eps_end,
+        "exploration_fraction": args.exploration_fraction,
+        "normalize_observations": False,
+    }
+    algo = PQN.create(
+        env=args.env,
+        total_timesteps=args.steps,
+        eval_freq=args.steps,
+        skip_initial_evaluation=True,
+        **settings,
+    ).replace(eval_callback=no_eval)
+    return {
+        **timed_training(algo, args),
+        # rejax fixes the Q-network: each hidden layer normalised, then relu
+        "settings": {**settings, "hidden_layer_sizes": [64, 64], "layer_norm": True, "activation": "relu"},
+    }
+
+
+def timed_training(algo: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Env steps per second of ``algo.train``: a warm-up call from a fresh state (compile
+    included), then a timed call from the warm-up's state with the same compiled function."""
     train = jax.jit(lambda ts: algo.train(train_state=ts)[0])
     ts = jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed))
+    # Strongly typed, as training returns it: gymnax's Pendulum starts with a weakly typed
+    # `last_u`, for which the timed call would compile a second program.
+    ts = jax.tree.map(lambda x: jnp.asarray(x, x.dtype), ts)
 
     t0 = time.perf_counter()
     ts = jax.block_until_ready(train(ts))
     warmup = time.perf_counter() - t0
     step0 = int(ts.global_step)
+    compiled = compilations()
     t0 = time.perf_counter()
     ts = jax.block_until_ready(train(ts))
     elapsed = time.perf_counter() - t0
+    timed_call_compilations = len(compiled)
     steps = int(ts.global_step) - step0
 
     return {
-        "mode": "dqn-sps",
+        "mode": args.mode,
         "library": "rejax",
         "env": args.env,
         "seed": args.seed,
@@ -184,8 +315,7 @@ def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
         "timed_env_steps": steps,
         "timed_seconds": round(elapsed, 3),
         "warmup_seconds_incl_compile": round(warmup, 3),
-        "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
-        "settings": {**settings, **agent_kwargs, "hidden_layer_sizes": [64, 64]},
+        "timed_call_compilations": timed_call_compilations,
         "jax": jax.__version__,
         "backend": jax.default_backend(),
     }
@@ -237,13 +367,76 @@ def parse_args() -> argparse.Namespace:
     dqn.add_argument("--ddqn", action=argparse.BooleanOptionalAction, default=True)
     dqn.add_argument("--agent", choices=["QNetwork", "DuelingQNetwork"], default="DuelingQNetwork")
     dqn.add_argument("--activation", default="swish")
+
+    # rejax's Pendulum-v1 settings (observations unnormalised, see the module docstring)
+    sac = sub.add_parser("sac-sps")
+    sac.add_argument("--env", default="Pendulum-v1", help="a gymnax environment id")
+    sac.add_argument("--seed", type=int, default=0)
+    sac.add_argument("--steps", type=int, default=20_000, help="env steps per call")
+    sac.add_argument("--num-envs", type=int, default=1)
+    sac.add_argument("--buffer-size", type=int, default=10_000)
+    sac.add_argument("--fill-buffer", type=int, default=256)
+    sac.add_argument("--batch-size", type=int, default=256)
+    sac.add_argument("--num-epochs", type=int, default=1, help="grad steps per iteration")
+    sac.add_argument("--target-update-freq", type=int, default=1)
+    sac.add_argument("--polyak", type=float, default=0.98)
+    sac.add_argument("--learning-rate", type=float, default=0.01)
+    sac.add_argument("--max-grad-norm", type=float, default=float("inf"))
+    sac.add_argument("--gamma", type=float, default=0.99)
+    sac.add_argument("--hidden-layer-sizes", type=int, nargs="+", default=[64, 64])
+    sac.add_argument("--activation", default="swish")
+
+    td3 = sub.add_parser("td3-sps")
+    td3.add_argument("--env", default="Pendulum-v1", help="a gymnax environment id")
+    td3.add_argument("--seed", type=int, default=0)
+    td3.add_argument("--steps", type=int, default=20_000, help="env steps per call")
+    td3.add_argument("--num-envs", type=int, default=1)
+    td3.add_argument("--buffer-size", type=int, default=10_000)
+    td3.add_argument("--fill-buffer", type=int, default=1_000)
+    td3.add_argument("--batch-size", type=int, default=100)
+    td3.add_argument("--num-epochs", type=int, default=1, help="critic steps per env step")
+    td3.add_argument("--policy-delay", type=int, default=2)
+    td3.add_argument("--target-update-freq", type=int, default=1)
+    td3.add_argument("--polyak", type=float, default=0.95)
+    td3.add_argument("--learning-rate", type=float, default=1e-3)
+    td3.add_argument("--max-grad-norm", type=float, default=100.0)
+    td3.add_argument("--gamma", type=float, default=0.99)
+    td3.add_argument("--exploration-noise", type=float, default=0.3)
+    td3.add_argument("--target-noise", type=float, default=0.2)
+    td3.add_argument("--target-noise-clip", type=float, default=0.5)
+    td3.add_argument("--activation", default="swish", help="the actor's and the critics'")
+
+    # rejax's CartPole-v1 settings
+    pqn = sub.add_parser("pqn-sps")
+    pqn.add_argument("--env", default="CartPole-v1", help="a gymnax environment id")
+    pqn.add_argument("--seed", type=int, default=0)
+    pqn.add_argument("--steps", type=int, default=204_800, help="env steps per call")
+    pqn.add_argument("--num-envs", type=int, default=16)
+    pqn.add_argument("--num-steps", type=int, default=128)
+    pqn.add_argument("--num-epochs", type=int, default=5)
+    pqn.add_argument("--num-minibatches", type=int, default=16)
+    pqn.add_argument("--learning-rate", type=float, default=3e-4)
+    pqn.add_argument("--max-grad-norm", type=float, default=10.0)
+    pqn.add_argument("--gamma", type=float, default=0.99)
+    pqn.add_argument("--td-lambda", type=float, default=0.9)
+    pqn.add_argument("--eps-start", type=float, default=1.0)
+    pqn.add_argument("--eps-end", type=float, default=0.05)
+    pqn.add_argument("--exploration-fraction", type=float, default=0.5, help="of --steps")
     return parser.parse_args()
+
+
+MODES = {
+    "ppo-time-to-solve": ppo_time_to_solve,
+    "dqn-sps": dqn_sps,
+    "sac-sps": sac_sps,
+    "td3-sps": td3_sps,
+    "pqn-sps": pqn_sps,
+}
 
 
 def main() -> None:
     args = parse_args()
-    result = ppo_time_to_solve(args) if args.mode == "ppo-time-to-solve" else dqn_sps(args)
-    print(json.dumps(result))
+    print(json.dumps(MODES[args.mode](args)))
 
 
 if __name__ == "__main__":

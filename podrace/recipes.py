@@ -18,7 +18,8 @@ source. A tuned variant is a recipe of its own, with its own name.
 Reference: Lange, gymnax-blines (`agents/<env>/ppo.yaml`, `utils/ppo.py`,
 `utils/models.py`), 2022; Huang et al., "CleanRL: High-quality Single-file
 Implementations of Deep Reinforcement Learning Algorithms", JMLR 2022 (`ppo.py`,
-`dqn_jax.py` and their documented results).
+`dqn_jax.py` and their documented results); Raffin, RL Baselines3 Zoo
+(`hyperparams/*.yml`, `benchmark.md`) and Stable-Baselines3 (the algorithms' defaults).
 """
 
 import abc
@@ -45,22 +46,25 @@ from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
 from .executors.anakin import Anakin
 from .executors.evaluation import random_policy_episodes
 from .executors.population import Population, evaluate_population
-from .learners import DQNLearner, Learner
-from .losses import CategoricalQLoss, PPOLoss, QLearningLoss
+from .learners import DQNLearner, Learner, SACLearner, TD3Learner
+from .losses import CategoricalQLoss, PPOLoss, PQNLoss, QLearningLoss
 from .networks import (
     AbstractHead,
     ActorCriticNetwork,
     CategoricalQHead,
+    DeterministicHead,
     FeedForwardNetwork,
     GaussianHead,
     LecunNormal,
+    MLPCritic,
     MLPTorso,
     Orthogonal,
     PolicyLogitHead,
     QValueHead,
+    TanhGaussianHead,
     ValueHead,
 )
-from .policies import AbstractPolicy, Categorical, Gaussian
+from .policies import AbstractPolicy, Categorical, EpsilonGreedy, Gaussian, GaussianNoise, Mode, TanhGaussian
 
 
 @final
@@ -78,6 +82,8 @@ class Published:
         sampling its actions) or `"training"` (the mean return of the last
         `training_episodes` episodes played while training, per run).
     - `episodes`: the episodes behind each run's number.
+    - `deterministic`: whether the evaluation acts on the policy's most probable action
+        (as RL Zoo's `rl_zoo3.benchmark` does) instead of sampling.
     """
 
     value: float
@@ -86,6 +92,11 @@ class Published:
     source: str
     measure: Literal["evaluation", "training"]
     episodes: int
+    deterministic: bool = False
+
+    def evaluation_policy(self, env: AbstractEnv) -> AbstractPolicy:
+        """The policy the evaluation acts with: the mode with `deterministic`, a sample otherwise."""
+        return Mode() if self.deterministic else _sampling_policy(env)
 
 
 class AbstractSettings(eqx.Module):
@@ -242,6 +253,15 @@ def _action_size(action_space: Any) -> int:
     return action_space.shape[0]
 
 
+def _annealed_once_per_update(settings: "CleanRLPPO | CleanRLPQN", count: ArrayLike) -> Array:
+    """CleanRL's `anneal_lr`: the learning rate times `1 - u / num_updates` in update `u`
+    (of `update_epochs * num_minibatches` gradient steps), or constant without it."""
+    if not settings.anneal_lr:
+        return jnp.asarray(settings.learning_rate, jnp.float32)
+    update = jnp.asarray(count) // (settings.update_epochs * settings.num_minibatches)
+    return settings.learning_rate * (1.0 - update / settings.num_updates)
+
+
 @final
 class CleanRLPPO(AbstractSettings):
     """CleanRL's `ppo.py` (discrete actions, classic control).
@@ -279,10 +299,7 @@ class CleanRLPPO(AbstractSettings):
 
     def learning_rate_at(self, count: ArrayLike) -> Array:
         """The learning rate of gradient step `count`: with `anneal_lr`, `1 - u / num_updates` of it in update `u`."""
-        if not self.anneal_lr:
-            return jnp.asarray(self.learning_rate, jnp.float32)
-        update = jnp.asarray(count) // (self.update_epochs * self.num_minibatches)
-        return self.learning_rate * (1.0 - update / self.num_updates)
+        return _annealed_once_per_update(self, count)
 
     @property
     def num_updates(self) -> int:
@@ -432,6 +449,80 @@ class CleanRLC51(AbstractSettings):
         return _cleanrl_q_pipeline(self, env, key, head, CategoricalQLoss(discount=self.gamma), optimizer, tau=1.0)
 
 
+@final
+class CleanRLPQN(AbstractSettings):
+    """CleanRL's `pqn.py`.
+
+    A Q-network of 120 and 84 units, each layer normalised before its ReLU
+    (orthogonal weights of gain sqrt 2, zero biases, the output layer's too);
+    `num_envs` environments of `num_steps` steps per update; Peng's Q(lambda) returns
+    (`q_lambda`) from the rollout's parameters, then `update_epochs` epochs of
+    `num_minibatches` minibatches of single transitions; epsilon-greedy, epsilon
+    annealed linearly from `start_e` to `end_e` over `exploration_fraction` of the
+    run; gradients clipped by global norm, then RAdam at a learning rate annealed
+    linearly to 0 once per update (`anneal_lr`).
+
+    Where podrace differs: it bootstraps at a time limit (CleanRL's returns treat a
+    truncation as a termination); its loss halves the squared error, so it clips the
+    gradient at half `max_grad_norm` (the same clipping; RAdam's steps do not depend on
+    the scale, but for its epsilon); it steps gymnax's versions of the environments.
+    """
+
+    total_timesteps: int
+    learning_rate: float
+    num_envs: int
+    num_steps: int
+    num_minibatches: int
+    update_epochs: int
+    anneal_lr: bool
+    gamma: float
+    start_e: float
+    end_e: float
+    exploration_fraction: float
+    max_grad_norm: float
+    q_lambda: float
+
+    @property
+    def algorithm(self) -> str:
+        return "PQN (CleanRL)"
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // (self.num_envs * self.num_steps)
+
+    def learning_rate_at(self, count: ArrayLike) -> Array:
+        """The learning rate of gradient step `count`: with `anneal_lr`, `1 - u / num_updates` of it in update `u`."""
+        return _annealed_once_per_update(self, count)
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        if not isinstance(env.action_space, Discrete):
+            raise ValueError(f"CleanRL's pqn.py takes discrete actions, got {env.action_space}.")
+        torso_key, head_key = jax.random.split(key)
+        initialization = Orthogonal(math.sqrt(2))
+        network = FeedForwardNetwork(
+            MLPTorso(_observation_shape(env), (120, 84), layer_norm=True, initialization=initialization, key=torso_key),
+            QValueHead(84, env.action_space.num_values, initialization=initialization, key=head_key),
+        )
+        epsilon = optax.linear_schedule(self.start_e, self.end_e, int(self.exploration_fraction * self.total_timesteps))
+        # podrace's loss halves CleanRL's mean squared error, and so its gradient: clipped at
+        # half the norm, the clipped gradient is half CleanRL's, which RAdam steps alike.
+        optimizer = optax.chain(
+            optax.clip_by_global_norm(self.max_grad_norm / 2),
+            optax.scale_by_radam(),
+            optax.scale_by_learning_rate(self.learning_rate_at),
+        )
+        learner = Learner(
+            network,
+            EpsilonGreedy(epsilon),
+            PQNLoss(discount=self.gamma, lambda_=self.q_lambda),
+            optimizer,
+            num_epochs=self.update_epochs,
+            num_minibatches=self.num_minibatches,
+            minibatches_of="transitions",
+        )
+        return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
+
+
 def _cleanrl_q_pipeline(
     settings: CleanRLDQN | CleanRLC51,
     env: AbstractEnv,
@@ -463,6 +554,161 @@ def _cleanrl_q_pipeline(
         tau=tau,
     )
     return Anakin(env, learner, num_envs=1, rollout_length=settings.train_frequency)
+
+
+def _box_bounds(owner: str, env: AbstractEnv) -> tuple[int, list[float], list[float]]:
+    """The size and bounds of a flat Box action space; a `ValueError` for any other.
+
+    Evaluated eagerly, also while a population traces its members: the bounds become
+    constants of a bounded head."""
+    with jax.ensure_compile_time_eval():
+        space = env.action_space
+        if not isinstance(space, Box) or len(space.shape) != 1:
+            raise ValueError(f"{owner} takes a flat Box action space, got {space}.")
+        return space.shape[0], space.low.tolist(), space.high.tolist()
+
+
+def _random_first_steps(learning_starts: int) -> optax.Schedule:
+    """Stable-Baselines3's warm-up: uniformly random actions for the first `learning_starts` steps."""
+    return optax.piecewise_constant_schedule(float(learning_starts > 0), {learning_starts: 0.0})
+
+
+@final
+class RLZooTD3(AbstractSettings):
+    """RL Zoo's TD3 (and, with `ddpg`, its DDPG): Stable-Baselines3's `TD3` and `DDPG`
+    at the zoo's hyperparameters, Stable-Baselines3's defaults for the rest.
+
+    A ReLU MLP actor of `net_arch` with a tanh output scaled to the action bounds,
+    critics of the same widths on the observation joined with the action (PyTorch's
+    default initialisation for all), one environment, `gradient_steps` gradient steps
+    every `train_freq` steps once `learning_starts` steps are stored, uniformly random
+    actions before that and Gaussian noise of `noise_std` (in actions scaled to
+    `[-1, 1]`) after. TD3 has twin critics, target policy smoothing and the actor and
+    the Polyak-averaged targets updated every `policy_delay` critic steps; SB3's DDPG is
+    the same algorithm with one critic, no smoothing and no delay. Adam at
+    `learning_rate` for both networks.
+
+    Where podrace differs: the critics read the action in the environment's units
+    rather than scaled to `[-1, 1]`; it steps gymnax's version of the environment.
+    """
+
+    n_timesteps: int
+    gamma: float
+    buffer_size: int
+    learning_starts: int
+    noise_std: float
+    gradient_steps: int
+    train_freq: int
+    learning_rate: float
+    net_arch: tuple[int, ...]
+    batch_size: int = 256
+    tau: float = 0.005
+    policy_delay: int = 2
+    target_policy_noise: float = 0.2
+    target_noise_clip: float = 0.5
+    ddpg: bool = False
+
+    @property
+    def algorithm(self) -> str:
+        return "DDPG (RL Zoo)" if self.ddpg else "TD3 (RL Zoo)"
+
+    @property
+    def num_updates(self) -> int:
+        return self.n_timesteps // self.train_freq
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        action_size, low, high = _box_bounds(f"RL Zoo's {self.algorithm}", env)
+        torso_key, head_key, critic_key = jax.random.split(key, 3)
+        shape = _observation_shape(env)
+        actor = FeedForwardNetwork(
+            MLPTorso(shape, self.net_arch, key=torso_key),
+            DeterministicHead(self.net_arch[-1], action_size, low=low, high=high, key=head_key),
+        )
+        critic = MLPCritic(shape, action_size, self.net_arch, num_critics=1 if self.ddpg else 2, key=critic_key)
+        optimizer = optax.adam(self.learning_rate)
+        learner = TD3Learner(
+            actor,
+            critic,
+            optimizer,
+            optimizer,
+            exploration=GaussianNoise(self.noise_std, _random_first_steps(self.learning_starts)),
+            buffer_size=self.buffer_size,
+            batch_size=self.batch_size,
+            discount=self.gamma,
+            tau=self.tau,
+            target_noise=0.0 if self.ddpg else self.target_policy_noise,
+            target_noise_clip=self.target_noise_clip,
+            policy_delay=1 if self.ddpg else self.policy_delay,
+            min_replay_size=self.learning_starts,
+            gradient_steps=self.gradient_steps,
+        )
+        return Anakin(env, learner, num_envs=1, rollout_length=self.train_freq)
+
+
+@final
+class RLZooSAC(AbstractSettings):
+    """RL Zoo's SAC: Stable-Baselines3's `SAC` at the zoo's hyperparameters, its defaults for the rest.
+
+    ReLU MLP actor and twin critics of `net_arch` (PyTorch's default initialisation),
+    a tanh-squashed Gaussian policy whose log standard deviation lies in `[-20, 2]`,
+    one environment, `gradient_steps` gradient steps every `train_freq` steps once
+    `learning_starts` steps are stored and uniformly random actions before that, the
+    temperature learnt from 1 towards an entropy of minus the action size (SB3's
+    `ent_coef="auto"`, `target_entropy="auto"`), Polyak-averaged target critics, Adam
+    at `learning_rate` for the actor, the critics and the temperature.
+
+    Where podrace differs: the log standard deviation is squashed into `[-20, 2]` by a
+    scaled tanh instead of clipped; the critics read the action in the environment's
+    units rather than scaled to `[-1, 1]`; it steps gymnax's version of the environment.
+    """
+
+    n_timesteps: int
+    learning_rate: float
+    buffer_size: int = 1_000_000
+    learning_starts: int = 100
+    batch_size: int = 256
+    tau: float = 0.005
+    gamma: float = 0.99
+    train_freq: int = 1
+    gradient_steps: int = 1
+    net_arch: tuple[int, ...] = (256, 256)
+
+    @property
+    def algorithm(self) -> str:
+        return "SAC (RL Zoo)"
+
+    @property
+    def num_updates(self) -> int:
+        return self.n_timesteps // self.train_freq
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        action_size, low, high = _box_bounds("RL Zoo's SAC", env)
+        torso_key, head_key, critic_key = jax.random.split(key, 3)
+        shape = _observation_shape(env)
+        actor = FeedForwardNetwork(
+            MLPTorso(shape, self.net_arch, key=torso_key),
+            TanhGaussianHead(
+                self.net_arch[-1], action_size, low=low, high=high, min_log_std=-20.0, max_log_std=2.0, key=head_key
+            ),
+        )
+        critic = MLPCritic(shape, action_size, self.net_arch, key=critic_key)
+        optimizer = optax.adam(self.learning_rate)
+        learner = SACLearner(
+            actor,
+            critic,
+            optimizer,
+            optimizer,
+            optimizer,
+            exploration=TanhGaussian(_random_first_steps(self.learning_starts)),
+            buffer_size=self.buffer_size,
+            batch_size=self.batch_size,
+            discount=self.gamma,
+            tau=self.tau,
+            initial_temperature=1.0,
+            min_replay_size=self.learning_starts,
+            gradient_steps=self.gradient_steps,
+        )
+        return Anakin(env, learner, num_envs=1, rollout_length=self.train_freq)
 
 
 @final
@@ -602,20 +848,68 @@ _CLEANRL_C51_SOURCE = (
     "CleanRL docs/rl-algorithms/c51.md, c51.py (3 seeds; c51_jax.py has the same hyperparameters); returns of "
     "training episodes"
 )
+_CLEANRL_PQN = CleanRLPQN(
+    total_timesteps=500_000,
+    learning_rate=2.5e-4,
+    num_envs=4,
+    num_steps=128,
+    num_minibatches=4,
+    update_epochs=4,
+    anneal_lr=True,
+    gamma=0.99,
+    start_e=1.0,
+    end_e=0.05,
+    exploration_fraction=0.5,
+    max_grad_norm=10.0,
+    q_lambda=0.65,
+)
+_CLEANRL_PQN_SOURCE = (
+    "CleanRL docs/rl-algorithms/pqn.md, pqn.py (benchmark/pqn.sh: 3 seeds); returns of training episodes"
+)
 _CLEANRL = {
     "ppo": (_CLEANRL_PPO, _CLEANRL_PPO_SOURCE),
+    "pqn": (_CLEANRL_PQN, _CLEANRL_PQN_SOURCE),
     "dqn": (_CLEANRL_DQN, _CLEANRL_DQN_SOURCE),
     "c51": (_CLEANRL_C51, _CLEANRL_C51_SOURCE),
 }
 
 
 def _cleanrl_recipe(
-    algorithm: Literal["ppo", "dqn", "c51"], env_id: str, value: float, spread: float, notes: str = ""
+    algorithm: Literal["ppo", "dqn", "c51", "pqn"], env_id: str, value: float, spread: float, notes: str = ""
 ) -> Recipe:
     """A row of CleanRL's documented tables: 3 seeds, measured on their training episodes."""
     settings, source = _CLEANRL[algorithm]
     published = Published(value, spread, 3, source, "training", 100)
     return Recipe(f"cleanrl-{algorithm}-{env_id.lower()}", env_id, settings, published, notes)
+
+
+_RL_ZOO_SOURCE = (
+    "RL Baselines3 Zoo benchmark.md (one run; `python -m rl_zoo3.benchmark`: 150,000 steps of the deterministic "
+    "policy), hyperparams/{algorithm}.yml; the published spread is over that run's episodes, not over runs"
+)
+# hyperparams/td3.yml and ddpg.yml, Pendulum-v1.
+_RL_ZOO_PENDULUM_TD3 = RLZooTD3(
+    n_timesteps=20_000,
+    gamma=0.98,
+    buffer_size=200_000,
+    learning_starts=10_000,
+    noise_std=0.1,
+    gradient_steps=1,
+    train_freq=1,
+    learning_rate=1e-3,
+    net_arch=(400, 300),
+)
+
+
+def _rl_zoo_pendulum_recipe(algorithm: Literal["td3", "ddpg", "sac"], value: float) -> Recipe:
+    """An RL Zoo benchmark row on Pendulum-v1 (20k steps, 750 deterministic evaluation episodes)."""
+    settings = {
+        "td3": _RL_ZOO_PENDULUM_TD3,
+        "ddpg": dataclasses.replace(_RL_ZOO_PENDULUM_TD3, ddpg=True),
+        "sac": RLZooSAC(n_timesteps=20_000, learning_rate=1e-3),  # hyperparams/sac.yml
+    }[algorithm]
+    published = Published(value, None, 1, _RL_ZOO_SOURCE.format(algorithm=algorithm), "evaluation", 750, True)
+    return Recipe(f"rl-zoo-{algorithm}-pendulum-v1", "Pendulum-v1", settings, published)
 
 
 _MINATAR = _gymnax_blines(10_000_000, 64, 128, max_grad_norm=0.5, gamma=0.999, num_hidden_units=256, n_minibatch=8)
@@ -695,6 +989,14 @@ RECIPES: dict[str, Recipe] = {
         _cleanrl_recipe("c51", "CartPole-v1", 498.51, 1.77),
         _cleanrl_recipe("c51", "Acrobot-v1", -88.81, 8.86),
         _cleanrl_recipe("c51", "MountainCar-v0", -167.71, 26.85),
+        _cleanrl_recipe("pqn", "CartPole-v1", 495.13, 6.89),
+        _cleanrl_recipe("pqn", "Acrobot-v1", -95.63, 5.73),
+        _cleanrl_recipe(
+            "pqn", "MountainCar-v0", -200.0, 0.0, "A published failure: no seed reaches the flag in 500k steps."
+        ),
+        _rl_zoo_pendulum_recipe("td3", -151.855),
+        _rl_zoo_pendulum_recipe("ddpg", -152.099),
+        _rl_zoo_pendulum_recipe("sac", -156.995),
     )
 }
 """Every recipe by name."""
@@ -847,7 +1149,7 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
         episodes = evaluate_population(
             evaluation_env,
             population.networks(state),
-            _sampling_policy(evaluation_env),
+            published.evaluation_policy(evaluation_env),
             num_episodes=published.episodes,
             key=jax.random.key(seed + 1_000_003),
         )

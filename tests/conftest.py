@@ -65,14 +65,17 @@ def _start_multidevice_runs(config: pytest.Config) -> helpers.MultideviceRuns:
 SLOWEST = (
     "test_solves_cartpole[c51]",
     "test_solves_cartpole[dqn]",
-    "test_recurrent_ppo_solves_memory_chain_through_the_rlplay_actor",
     "test_the_podracer_papers_td_lambda_agent_solves_catch",
+    "test_recurrent_ppo_solves_memory_chain_through_the_rlplay_actor",
+    "test_off_policy_actor_critic_solves_pendulum[td3]",
+    "test_off_policy_actor_critic_solves_pendulum[sac]",
+    "test_solves_cartpole[pqn]",
     "test_recipe_reaches_its_published_result[cleanrl-dqn-cartpole-v1]",
     "test_solves_cartpole[reinforce]",
-    "test_td_lambda_learner_improves_on_gymnasium_cartpole",
-    "test_off_policy_actor_critic_solves_pendulum[sac]",
+    "test_recurrent_ppo_solves_repeat_first_where_feed_forward_ppo_cannot",
+    "test_gaussian_ppo_solves_pendulum",
     "test_off_policy_actor_critic_solves_pendulum[ddpg]",
-    "test_off_policy_actor_critic_solves_pendulum[td3]",
+    "test_td_lambda_learner_improves_on_gymnasium_cartpole",
 )
 
 

@@ -414,10 +414,12 @@ def recurrent_network(
     output_type: type = pr.PolicyLogits,
     previous_action_reward: bool = False,
     hidden_size: int = 6,
+    layer_norm: bool = False,
 ) -> pr.networks.RecurrentNetwork:
-    """MLP torso (8), a recurrent core and a head: Q-values, or logits / Gaussian with a value."""
+    """MLP torso (8, layer-normalised with `layer_norm`), a recurrent core and a head:
+    Q-values, or logits / Gaussian with a value."""
     torso_key, core_key, head_key = jax.random.split(key, 3)
-    torso = pr.networks.MLPTorso(observation_shape, (8,), key=torso_key)
+    torso = pr.networks.MLPTorso(observation_shape, (8,), layer_norm=layer_norm, key=torso_key)
     core_input = 8 + (num_actions + 1 if previous_action_reward else 0)
     heads = {
         pr.QValues: lambda: pr.networks.QValueHead(hidden_size, num_actions, key=head_key),
@@ -841,9 +843,10 @@ def recurrent_learner(
     policy: pr.policies.AbstractPolicy | None = None,
     num_epochs: int = 1,
     num_minibatches: int = 1,
+    layer_norm: bool = False,
 ) -> pr.Learner:
     """A learner with a recurrent network: Q-values for Q-losses, else logits (or Gaussian on `Point`)."""
-    if isinstance(loss, pr.losses.AbstractQLoss):
+    if loss.input_type is pr.QValues:
         output_type, default_policy = pr.QValues, pr.policies.EpsilonGreedy(0.1)
     elif continuous:
         output_type, default_policy = pr.GaussianParams, pr.policies.Gaussian()
@@ -856,6 +859,7 @@ def recurrent_learner(
         core=core,
         output_type=output_type,
         previous_action_reward=previous_action_reward,
+        layer_norm=layer_norm,
     )
     policy = default_policy if policy is None else policy
     return pr.Learner(network, policy, loss, CLIPPED_ADAM, num_epochs=num_epochs, num_minibatches=num_minibatches)
@@ -945,6 +949,17 @@ LEARNERS: dict[str, LearnerCase] = {
         device_invariant=False,
     ),
     "pqn-layer-norm-transitions": LearnerCase(pqn_learner),
+    # Recurrent PQN: minibatches of whole trajectories, each unrolling from its start's carry.
+    "gru-pqn-layer-norm": LearnerCase(
+        lambda key: recurrent_learner(
+            key,
+            pr.losses.PQNLoss(discount=0.99, lambda_=0.65),
+            policy=pr.policies.EpsilonGreedy(optax.linear_schedule(1.0, 0.05, 100)),
+            num_epochs=2,
+            num_minibatches=3,
+            layer_norm=True,
+        )
+    ),
     # Distributional DQN: replay per device, as for DQN.
     "c51": LearnerCase(lambda key: dqn_learner(key, pr.losses.CategoricalQLoss(discount=0.99)), device_invariant=False),
     "qr-dqn-double": LearnerCase(

@@ -96,6 +96,8 @@ def test_learner_update_is_deterministic_and_finite(name):
     new_state, metrics = first
     assert isinstance(metrics, pr.UpdateMetrics)
     assert int(new_state.num_updates) == 1
+    # Every transition of the rollout counts (exploration schedules read the count).
+    assert int(new_state.num_transitions) == NUM_STEPS * BATCH
     helpers.assert_all_finite(new_state)
     for value in (metrics.loss, metrics.grad_norm, *metrics.terms.values()):
         assert value.shape == () and np.isfinite(float(value))

@@ -18,8 +18,10 @@ from podrace import recipes
 
 
 def _member(recipe: recipes.Recipe) -> pr.Anakin:
-    """The recipe's pipeline, its parameters as shapes (no compilation)."""
-    return eqx.filter_eval_shape(recipe.settings.pipeline, recipe.env(), jax.random.key(0))
+    """The recipe's pipeline, its parameters as shapes (no compilation); the environment a
+    constant, as in `recipes.reproduce` (a bounded head reads its action bounds)."""
+    env = recipe.env()
+    return eqx.filter_eval_shape(lambda key: recipe.settings.pipeline(env, key), jax.random.key(0))
 
 
 def test_recipe_names_are_their_keys_and_unique():
@@ -37,6 +39,9 @@ def test_every_recipe_spends_its_published_budget(name):
         recipes.CleanRLPPO: lambda s: s.total_timesteps,
         recipes.CleanRLDQN: lambda s: s.total_timesteps,
         recipes.CleanRLC51: lambda s: s.total_timesteps,
+        recipes.CleanRLPQN: lambda s: s.total_timesteps,
+        recipes.RLZooTD3: lambda s: s.n_timesteps,
+        recipes.RLZooSAC: lambda s: s.n_timesteps,
     }[type(settings)](settings)
     env_steps = settings.num_updates * member.num_envs * member.rollout_length
     assert budget - member.num_envs * member.rollout_length < env_steps <= budget
@@ -79,17 +84,19 @@ def test_gymnax_blines_learning_rate_moves_over_its_warmup_in_gradient_steps():
     np.testing.assert_allclose(rates, [5e-3, 2.75e-3, 5e-4, 5e-4], rtol=1e-5)
 
 
-def test_cleanrl_learning_rate_anneals_once_per_update():
-    settings = recipes.RECIPES["cleanrl-ppo-cartpole-v1"].settings
-    assert isinstance(settings, recipes.CleanRLPPO)
+@pytest.mark.parametrize("name", ["cleanrl-ppo-cartpole-v1", "cleanrl-pqn-cartpole-v1"])
+def test_cleanrl_learning_rate_anneals_once_per_update(name):
+    settings = recipes.RECIPES[name].settings
+    assert isinstance(settings, recipes.CleanRLPPO | recipes.CleanRLPQN)
     per_update = settings.update_epochs * settings.num_minibatches  # 16 gradient steps
     rates = [float(settings.learning_rate_at(count)) for count in (0, per_update - 1, per_update, 975 * per_update)]
     np.testing.assert_allclose(rates, [2.5e-4, 2.5e-4, 2.5e-4 * (1 - 1 / 976), 2.5e-4 / 976], rtol=1e-4)
 
 
 def test_recipe_optimizers_step_at_their_learning_rate():
-    # Adam's first step moves each parameter by the learning rate (its bias-corrected ratio is 1).
-    for name in ("gymnax-ppo-mountaincar-v0", "cleanrl-ppo-cartpole-v1"):
+    # Adam's first step moves each parameter by the learning rate (its bias-corrected ratio
+    # is 1), and so does RAdam's (its first steps are momentum alone, bias-corrected).
+    for name in ("gymnax-ppo-mountaincar-v0", "cleanrl-ppo-cartpole-v1", "cleanrl-pqn-cartpole-v1"):
         optimizer = _member(recipes.RECIPES[name]).learner.optimizer
         params = {"w": np.zeros(3, np.float32)}
         updates, _ = optimizer.update({"w": np.ones(3, np.float32)}, optimizer.init(params), params)
@@ -109,6 +116,24 @@ def test_cleanrl_c51_recipe_builds_its_c51():
     assert (member.num_envs, member.rollout_length) == (1, settings.train_frequency)
     assert learner.target_update_period * settings.train_frequency == settings.target_network_frequency
     assert (learner.replay.buffer_size, learner.batch_size, learner.min_replay_size) == (10_000, 128, 10_000)
+
+
+def test_cleanrl_pqn_recipe_builds_its_pqn():
+    recipe = recipes.RECIPES["cleanrl-pqn-cartpole-v1"]
+    settings = recipe.settings
+    assert isinstance(settings, recipes.CleanRLPQN)
+    member = _member(recipe)
+    learner = member.learner
+    assert isinstance(learner, pr.Learner) and isinstance(learner.loss, pr.losses.PQNLoss)
+    assert (member.num_envs, member.rollout_length) == (4, 128)
+    assert (learner.num_epochs, learner.num_minibatches, learner.minibatches_of) == (4, 4, "transitions")
+    torso = learner.network.torso
+    assert [layer.weight.shape[0] for layer in torso.layers] == [120, 84] and torso.norms is not None
+    epsilon = learner.policy.epsilon_schedule
+    assert callable(epsilon)
+    np.testing.assert_allclose(
+        [epsilon(0), epsilon(125_000), epsilon(250_000), epsilon(400_000)], [1, 0.525, 0.05, 0.05]
+    )
 
 
 def test_cleanrl_dqn_recipe_builds_its_dqn():
@@ -181,6 +206,60 @@ def test_the_training_measure_reads_the_last_updates_holding_enough_episodes():
 # --------------------------------------------------------------------------------------
 # The published numbers, reproduced (slow).
 # --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", ["td3", "ddpg"])
+def test_rl_zoo_td3_recipes_build_stable_baselines3s_td3_and_ddpg(algorithm):
+    recipe = recipes.RECIPES[f"rl-zoo-{algorithm}-pendulum-v1"]
+    assert recipe.published.deterministic
+    member = recipe.settings.pipeline(recipe.env(), jax.random.key(0))  # with its values: small networks
+    learner = member.learner
+    assert isinstance(learner, pr.learners.TD3Learner)
+    assert (member.num_envs, member.rollout_length, learner.gradient_steps) == (1, 1, 1)
+    assert [layer.weight.shape[0] for layer in learner.actor.torso.layers] == [400, 300]
+    assert learner.critic.layers[0].weight.shape[1] == 400
+    twin = algorithm == "td3"
+    assert learner.critic.num_critics == (2 if twin else 1)
+    assert learner.policy_delay == (2 if twin else 1)
+    assert (learner.replay.buffer_size, learner.batch_size, learner.min_replay_size) == (200_000, 256, 10_000)
+    np.testing.assert_allclose(
+        [learner.discount, learner.tau, learner.target_noise, learner.target_noise_clip],
+        [0.98, 0.005, 0.2 if twin else 0.0, 0.5],
+    )
+    exploration = learner.exploration
+    assert isinstance(exploration, pr.policies.GaussianNoise)
+    np.testing.assert_allclose(exploration.std, 0.1)
+    random_actions = exploration.random_action_probability_schedule
+    assert callable(random_actions)
+    np.testing.assert_allclose([random_actions(0), random_actions(9_999), random_actions(10_000)], [1, 1, 0])
+
+
+def test_rl_zoo_sac_recipe_builds_stable_baselines3s_sac():
+    recipe = recipes.RECIPES["rl-zoo-sac-pendulum-v1"]
+    member = recipe.settings.pipeline(recipe.env(), jax.random.key(0))
+    learner = member.learner
+    assert isinstance(learner, pr.learners.SACLearner)
+    assert [layer.weight.shape[0] for layer in learner.actor.torso.layers] == [256, 256]
+    head = learner.actor.head
+    assert isinstance(head, pr.networks.TanhGaussianHead)
+    assert (head.min_log_std, head.max_log_std) == (-20.0, 2.0)
+    assert (learner.replay.buffer_size, learner.batch_size, learner.min_replay_size) == (1_000_000, 256, 100)
+    np.testing.assert_allclose(
+        [learner.discount, learner.tau, learner.initial_temperature, learner.target_entropy], [0.99, 0.005, 1, -1]
+    )
+    random_actions = learner.exploration.random_action_probability_schedule
+    assert callable(random_actions)
+    np.testing.assert_allclose([random_actions(99), random_actions(100)], [1, 0])
+
+
+def test_published_evaluations_sample_unless_deterministic():
+    pendulum = recipes.RECIPES["rl-zoo-sac-pendulum-v1"]
+    assert isinstance(pendulum.published.evaluation_policy(pendulum.env()), pr.policies.Mode)
+    cartpole = recipes.RECIPES["cleanrl-ppo-cartpole-v1"]
+    assert isinstance(cartpole.published.evaluation_policy(cartpole.env()), pr.policies.Categorical)
+    gaussian = recipes.RECIPES["gymnax-ppo-pendulum-v1"]
+    assert isinstance(gaussian.published.evaluation_policy(gaussian.env()), pr.policies.Gaussian)
+
 
 # The classic-control and bsuite rows whose 5-seed measurement reaches the published
 # result (the results page lists the others, below published, with their diagnosis).

@@ -316,13 +316,12 @@ class Learner(AbstractLearner[LearnerState]):
     def update(
         self, state: LearnerState, trajectory: Trajectory, *, axis_name: str | None = None
     ) -> tuple[LearnerState, UpdateMetrics]:
-        num_envs = trajectory.timestep.reward.shape[1]
+        num_steps, num_envs = trajectory.policy_step.action.shape[:2]
         self._check_minibatches_divide(num_envs)
-        if self.minibatches_of == "transitions" and trajectory.policy_step.action.size % self.num_minibatches:
-            num_steps, num_envs = trajectory.timestep.reward.shape
+        if self.minibatches_of == "transitions" and (num_steps * num_envs) % self.num_minibatches:
             raise ValueError(
                 f"Learner: num_minibatches={self.num_minibatches} must divide the transitions per device "
-                f"({num_envs} environments x {num_steps - 1} steps); pick num_envs or rollout_length accordingly."
+                f"({num_envs} environments x {num_steps} steps); pick num_envs or rollout_length accordingly."
             )
 
         def step(carry, minibatch: tuple[Trajectory, PyTree[Array]]):
@@ -359,7 +358,7 @@ class Learner(AbstractLearner[LearnerState]):
             (params, opt_state), metrics = jax.lax.scan(step, (state.params, state.opt_state), minibatches)
             metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
         num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
-        num_transitions = state.num_transitions + trajectory.policy_step.action.shape[0] * num_envs * num_devices
+        num_transitions = state.num_transitions + num_steps * num_envs * num_devices
         return LearnerState(params, opt_state, state.num_updates + 1, num_transitions, key), metrics
 
 
