@@ -40,7 +40,7 @@ import optax
 from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
-from ._types import Box, Discrete
+from ._types import Box, DeterministicAction, Discrete
 from ._version import __version__
 from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
 from .executors.anakin import Anakin
@@ -64,7 +64,16 @@ from .networks import (
     TanhGaussianHead,
     ValueHead,
 )
-from .policies import AbstractPolicy, Categorical, EpsilonGreedy, Gaussian, GaussianNoise, Mode, TanhGaussian
+from .policies import (
+    AbstractPolicy,
+    Categorical,
+    Deterministic,
+    EpsilonGreedy,
+    Gaussian,
+    GaussianNoise,
+    Mode,
+    TanhGaussian,
+)
 
 
 @final
@@ -94,9 +103,12 @@ class Published:
     episodes: int
     deterministic: bool = False
 
-    def evaluation_policy(self, env: AbstractEnv) -> AbstractPolicy:
-        """The policy the evaluation acts with: the mode with `deterministic`, a sample otherwise."""
-        return Mode() if self.deterministic else _sampling_policy(env)
+    def evaluation_policy(self, env: AbstractEnv, output_type: type) -> AbstractPolicy:
+        """The policy the evaluation acts with, on a network emitting `output_type`: with
+        `deterministic`, a deterministic actor's action or a distribution's mode; a sample otherwise."""
+        if not self.deterministic:
+            return _sampling_policy(env)
+        return Deterministic() if issubclass(output_type, DeterministicAction) else Mode()
 
 
 class AbstractSettings(eqx.Module):
@@ -1149,7 +1161,7 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
         episodes = evaluate_population(
             evaluation_env,
             population.networks(state),
-            published.evaluation_policy(evaluation_env),
+            published.evaluation_policy(evaluation_env, member.learner.initial_agent().network.output_type),
             num_episodes=published.episodes,
             key=jax.random.key(seed + 1_000_003),
         )

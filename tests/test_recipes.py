@@ -252,13 +252,22 @@ def test_rl_zoo_sac_recipe_builds_stable_baselines3s_sac():
     np.testing.assert_allclose([random_actions(99), random_actions(100)], [1, 0])
 
 
-def test_published_evaluations_sample_unless_deterministic():
-    pendulum = recipes.RECIPES["rl-zoo-sac-pendulum-v1"]
-    assert isinstance(pendulum.published.evaluation_policy(pendulum.env()), pr.policies.Mode)
-    cartpole = recipes.RECIPES["cleanrl-ppo-cartpole-v1"]
-    assert isinstance(cartpole.published.evaluation_policy(cartpole.env()), pr.policies.Categorical)
-    gaussian = recipes.RECIPES["gymnax-ppo-pendulum-v1"]
-    assert isinstance(gaussian.published.evaluation_policy(gaussian.env()), pr.policies.Gaussian)
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("rl-zoo-sac-pendulum-v1", pr.policies.Mode),
+        ("rl-zoo-td3-pendulum-v1", pr.policies.Deterministic),
+        ("cleanrl-ppo-cartpole-v1", pr.policies.Categorical),
+        ("gymnax-ppo-pendulum-v1", pr.policies.Gaussian),
+    ],
+)
+def test_published_evaluations_act_as_the_source_measured(name, expected):
+    recipe = recipes.RECIPES[name]
+    agent = _member(recipe).learner.initial_agent()
+    policy = recipe.published.evaluation_policy(recipe.env(), agent.network.output_type)
+    assert isinstance(policy, expected)
+    # The policy reads what the trained network emits.
+    assert issubclass(agent.network.output_type, policy.input_type)
 
 
 # The classic-control and bsuite rows whose 5-seed measurement reaches the published
