@@ -1158,10 +1158,11 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
     published = recipe.published
     evaluation_env = member.evaluation_env
     if published.measure == "evaluation":
+        networks = population.networks(state)
         episodes = evaluate_population(
             evaluation_env,
-            population.networks(state),
-            published.evaluation_policy(evaluation_env, member.learner.initial_agent().network.output_type),
+            networks,
+            published.evaluation_policy(evaluation_env, networks.output_type),
             num_episodes=published.episodes,
             key=jax.random.key(seed + 1_000_003),
         )

@@ -263,11 +263,11 @@ def test_rl_zoo_sac_recipe_builds_stable_baselines3s_sac():
 )
 def test_published_evaluations_act_as_the_source_measured(name, expected):
     recipe = recipes.RECIPES[name]
-    agent = _member(recipe).learner.initial_agent()
-    policy = recipe.published.evaluation_policy(recipe.env(), agent.network.output_type)
+    output_type = _member(recipe).learner.initial_agent().network.output_type
+    policy = recipe.published.evaluation_policy(recipe.env(), output_type)
     assert isinstance(policy, expected)
     # The policy reads what the trained network emits.
-    assert issubclass(agent.network.output_type, policy.input_type)
+    assert issubclass(output_type, policy.input_type)
 
 
 # The classic-control and bsuite rows whose 5-seed measurement reaches the published
