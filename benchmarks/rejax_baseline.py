@@ -156,18 +156,15 @@ def ppo_time_to_solve(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of `add_replay_arguments`, under rejax's names."""
+    names = ("num_envs", "buffer_size", "fill_buffer", "batch_size", "num_epochs", "target_update_freq", "polyak")
+    return {name: getattr(args, name) for name in (*names, "learning_rate", "max_grad_norm", "gamma")}
+
+
 def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
-        "num_envs": args.num_envs,
-        "buffer_size": args.buffer_size,
-        "fill_buffer": args.fill_buffer,
-        "batch_size": args.batch_size,
-        "num_epochs": args.num_epochs,
-        "target_update_freq": args.target_update_freq,
-        "polyak": args.polyak,
-        "learning_rate": args.learning_rate,
-        "max_grad_norm": args.max_grad_norm,
-        "gamma": args.gamma,
+        **replay_settings(args),
         "eps_start": args.eps_start,
         "eps_end": args.eps_end,
         "exploration_fraction": args.exploration_fraction,
@@ -192,16 +189,7 @@ def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
 
 def sac_sps(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
-        "num_envs": args.num_envs,
-        "buffer_size": args.buffer_size,
-        "fill_buffer": args.fill_buffer,
-        "batch_size": args.batch_size,
-        "num_epochs": args.num_epochs,
-        "target_update_freq": args.target_update_freq,
-        "polyak": args.polyak,
-        "learning_rate": args.learning_rate,
-        "max_grad_norm": args.max_grad_norm,
-        "gamma": args.gamma,
+        **replay_settings(args),
         "hidden_layer_sizes": args.hidden_layer_sizes,
         "normalize_observations": False,
     }
@@ -223,17 +211,8 @@ def sac_sps(args: argparse.Namespace) -> dict[str, Any]:
 
 def td3_sps(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
-        "num_envs": args.num_envs,
-        "buffer_size": args.buffer_size,
-        "fill_buffer": args.fill_buffer,
-        "batch_size": args.batch_size,
-        "num_epochs": args.num_epochs,
+        **replay_settings(args),
         "policy_delay": args.policy_delay,
-        "target_update_freq": args.target_update_freq,
-        "polyak": args.polyak,
-        "learning_rate": args.learning_rate,
-        "max_grad_norm": args.max_grad_norm,
-        "gamma": args.gamma,
         "exploration_noise": args.exploration_noise,
         "target_noise": args.target_noise,
         "target_noise_clip": args.target_noise_clip,
