@@ -162,6 +162,18 @@ def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in (*names, "learning_rate", "max_grad_norm", "gamma")}
 
 
+def without_evaluation(algorithm: Any, args: argparse.Namespace, settings: dict[str, Any], **kwargs: Any) -> Any:
+    """`algorithm.create(...)` for `args.steps` environment steps, with evaluation off."""
+    return algorithm.create(
+        env=args.env,
+        total_timesteps=args.steps,
+        eval_freq=args.steps,
+        skip_initial_evaluation=True,
+        **settings,
+        **kwargs,
+    ).replace(eval_callback=no_eval)
+
+
 def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
         **replay_settings(args),
@@ -172,14 +184,7 @@ def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
         "agent": args.agent,
     }
     agent_kwargs = {"activation": args.activation}  # rejax fixes hidden to (64, 64)
-    algo = DQN.create(
-        env=args.env,
-        agent_kwargs=dict(agent_kwargs),
-        total_timesteps=args.steps,
-        eval_freq=args.steps,
-        skip_initial_evaluation=True,
-        **settings,
-    ).replace(eval_callback=no_eval)
+    algo = without_evaluation(DQN, args, settings, agent_kwargs=dict(agent_kwargs))
     return {
         **timed_training(algo, args),
         "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
@@ -194,14 +199,7 @@ def sac_sps(args: argparse.Namespace) -> dict[str, Any]:
         "normalize_observations": False,
     }
     agent_kwargs = {"activation": args.activation}  # the actor's and the critics'
-    algo = SAC.create(
-        env=args.env,
-        agent_kwargs=dict(agent_kwargs),
-        total_timesteps=args.steps,
-        eval_freq=args.steps,
-        skip_initial_evaluation=True,
-        **settings,
-    ).replace(eval_callback=no_eval)
+    algo = without_evaluation(SAC, args, settings, agent_kwargs=dict(agent_kwargs))
     return {
         **timed_training(algo, args),
         "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
@@ -219,15 +217,9 @@ def td3_sps(args: argparse.Namespace) -> dict[str, Any]:
         "normalize_observations": False,
     }
     network_kwargs = {"activation": args.activation}
-    algo = TD3.create(
-        env=args.env,
-        actor_kwargs=dict(network_kwargs),
-        critic_kwargs=dict(network_kwargs),
-        total_timesteps=args.steps,
-        eval_freq=args.steps,
-        skip_initial_evaluation=True,
-        **settings,
-    ).replace(eval_callback=no_eval)
+    algo = without_evaluation(
+        TD3, args, settings, actor_kwargs=dict(network_kwargs), critic_kwargs=dict(network_kwargs)
+    )
     return {
         **timed_training(algo, args),
         "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
@@ -251,13 +243,7 @@ def pqn_sps(args: argparse.Namespace) -> dict[str, Any]:
         "exploration_fraction": args.exploration_fraction,
         "normalize_observations": False,
     }
-    algo = PQN.create(
-        env=args.env,
-        total_timesteps=args.steps,
-        eval_freq=args.steps,
-        skip_initial_evaluation=True,
-        **settings,
-    ).replace(eval_callback=no_eval)
+    algo = without_evaluation(PQN, args, settings)
     return {
         **timed_training(algo, args),
         # rejax fixes the Q-network: each hidden layer normalised, then relu
