@@ -1,8 +1,13 @@
-"""What `anakin_catch.py` and `recurrent.py` share: their command line, the hand-written
-time step, the faithfulness check's measures, and interleaved timing of compiled methods."""
+"""What the benchmarks share: for `anakin_catch.py` and `recurrent.py`, their command line,
+the hand-written time step, the faithfulness check's measures and interleaved timing of
+compiled methods; for the comparisons with rejax (`ppo_cartpole.py`, `off_policy_sps.py`
+and, in rejax's own environment, `rejax_baseline.py`), measurements in fresh processes
+and a count of compilations. It needs JAX and NumPy only."""
 
 import argparse
+import json
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -121,3 +126,21 @@ def print_results(
             f"min {min(paired):.3f}, max {max(paired):.3f}"
         )
     return median_fps
+
+
+def run_json(command: list[str]) -> dict[str, Any]:
+    """Runs a measurement in a fresh process and reads the JSON line it prints last."""
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def compilations() -> list[str]:
+    """A list that grows by one with each XLA compilation from now on."""
+    compiled: list[str] = []
+
+    def listen(event: str, duration_secs: float, **_: Any) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return compiled

@@ -55,13 +55,13 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
 
 import jax
 import optax
+from _compare import compilations, run_json
 
 import podrace as pr
 
@@ -223,18 +223,6 @@ def pqn_pipeline(key: jax.Array, settings: dict[str, Any], steps: int) -> pr.Ana
     )
 
 
-def compilations() -> list[str]:
-    """A list that grows by one with each XLA compilation from now on."""
-    compiled: list[str] = []
-
-    def listen(event: str, duration_secs: float, **_: Any) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiled.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    return compiled
-
-
 def podrace_sps(algorithm: str, seed: int, steps: int) -> dict[str, Any]:
     """podrace's steps per second: a warm-up call of `steps` env steps, then a timed one."""
     network_key, run_key = jax.random.split(jax.random.key(seed))
@@ -274,12 +262,6 @@ def rejax_flags(settings: dict[str, Any]) -> list[str]:
         values = value if isinstance(value, list) else [value]
         flags += [f"--{name.replace('_', '-')}", *map(str, values)]
     return flags
-
-
-def run_json(command: list[str]) -> dict[str, Any]:
-    """Runs a measurement in a fresh process and reads the JSON line it prints last."""
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
 
 
 def main() -> None:

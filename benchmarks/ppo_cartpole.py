@@ -32,7 +32,6 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
@@ -41,6 +40,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from _compare import run_json
 
 import podrace as pr
 
@@ -131,12 +131,6 @@ def dqn_sps(seed: int) -> dict[str, Any]:
         "timed_seconds": round(elapsed, 3),
         "warmup_seconds_incl_compile": round(warmup, 3),
     }
-
-
-def run_json(command: list[str]) -> dict[str, Any]:
-    """Runs a measurement in a fresh process and reads the JSON line it prints last."""
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
 
 
 def main() -> None:

@@ -47,6 +47,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from _compare import compilations
 from rejax import DQN, PPO, PQN, SAC, TD3
 from rejax.evaluate import evaluate
 
@@ -57,18 +58,6 @@ warnings.filterwarnings("ignore", message="Explicitly requested dtype")
 
 def no_eval(algo: Any, ts: Any, rng: jax.Array) -> tuple[()]:
     return ()
-
-
-def compilations() -> list[str]:
-    """A list that grows by one with each XLA compilation from now on."""
-    compiled: list[str] = []
-
-    def listen(event: str, duration_secs: float, **_: Any) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiled.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    return compiled
 
 
 def make_eval_callback(episodes: int, greedy: bool):
