@@ -108,6 +108,23 @@ class Agent(AbstractAgent):
         timestep = trajectory.timestep
         return self.network.unroll(timestep.observation, trajectory.carry, timestep.is_first)[0]
 
+    def batch_outputs(self, trajectory: Trajectory) -> AbstractNetworkOutput:
+        """The network's outputs at every time step of a batch of trajectories, `[T + 1, B, ...]`.
+
+        A recurrent network unrolls each trajectory as `outputs` does; a feed-forward one
+        runs once over all `(T + 1) * B` observations, a single batch that compiles to
+        faster programs than a batch of sequences (several times faster on a CPU with
+        layer normalisation).
+        """
+        if jax.tree.leaves(self.network.initial_carry()):
+            return trajectory.map_batch(self.outputs, out_axes=1)
+        num_steps, batch_size = trajectory.timestep.reward.shape
+        observations = jax.tree.map(
+            lambda x: x.reshape(num_steps * batch_size, *x.shape[2:]), trajectory.timestep.observation
+        )
+        outputs = jax.vmap(lambda observation: self.network(observation, ())[0])(observations)
+        return jax.tree.map(lambda x: x.reshape(num_steps, batch_size, *x.shape[1:]), outputs)
+
     def log_prob_and_entropy(
         self, outputs: AbstractNetworkOutput, actions: Shaped[Array, " T *action_shape"]
     ) -> tuple[Float[Array, " T"], Float[Array, " T"]]:

@@ -57,7 +57,7 @@ class PQNLoss(AbstractLoss):
     def targets(self, agent: Agent, trajectory: Trajectory) -> Float[Array, "T B"]:
         """The Q(lambda) return of each transition `[T, B]`, from `agent`'s action values
         (constant: no gradient flows into them)."""
-        return trajectory.map_batch(lambda one: self._returns(one, agent.outputs(one)), out_axes=1)
+        return trajectory.map_batch(self._returns, agent.batch_outputs(trajectory), out_axes=1)
 
     def __call__(
         self,
@@ -72,14 +72,12 @@ class PQNLoss(AbstractLoss):
         if targets is None:
             targets = self.targets(bootstrap_agent(agent, target_network), trajectory)
 
-        def chosen_values(one: Trajectory) -> Float[Array, " T"]:
-            # The returns hold what the last time step was needed for: the network runs on
-            # the first T time steps only.
-            first_steps = jax.tree.map(lambda x: x[:-1], one.timestep)
-            q_values = cast(QValues, agent.outputs(Trajectory(first_steps, one.policy_step, one.carry))).q_values
-            return jnp.take_along_axis(q_values, one.policy_step.action[:, None], axis=-1)[:, 0]
-
-        values = trajectory.map_batch(chosen_values, out_axes=1)
+        # The returns hold what the last time step was needed for: the network runs on the
+        # first T time steps only.
+        first_steps = jax.tree.map(lambda x: x[:-1], trajectory.timestep)
+        outputs = agent.batch_outputs(Trajectory(first_steps, trajectory.policy_step, trajectory.carry))
+        action = trajectory.policy_step.action
+        values = jnp.take_along_axis(cast(QValues, outputs).q_values, action[..., None], axis=-1)[..., 0]
         mask = trajectory.map_batch(transition_mask, out_axes=1)
         td_loss = 0.5 * jnp.mean(mask * jnp.square(jax.lax.stop_gradient(targets) - values))
         return td_loss, {"td_loss": td_loss}
