@@ -116,13 +116,14 @@ class Agent(AbstractAgent):
         faster programs than a batch of sequences (several times faster on a CPU with
         layer normalisation).
         """
-        if jax.tree.leaves(self.network.initial_carry()):
+        carry = self.network.initial_carry()
+        if jax.tree.leaves(carry):
             return trajectory.map_batch(self.outputs, out_axes=1)
         num_steps, batch_size = trajectory.timestep.reward.shape
         observations = jax.tree.map(
             lambda x: x.reshape(num_steps * batch_size, *x.shape[2:]), trajectory.timestep.observation
         )
-        outputs = jax.vmap(lambda observation: self.network(observation, ())[0])(observations)
+        outputs = jax.vmap(lambda observation: self.network(observation, carry)[0])(observations)
         return jax.tree.map(lambda x: x.reshape(num_steps, batch_size, *x.shape[1:]), outputs)
 
     def log_prob_and_entropy(
