@@ -30,16 +30,21 @@ Each row is a recipe of [`podrace.recipes`][]: a published result, the published
 hyperparameters, and podrace's configuration built from them alone. `podrace reproduce
 NAME --seeds N` trains the recipe for N seeds as one compiled population, measures each
 seed as the source measured it (the final policy's evaluation episodes with sampled
-actions for gymnax-blines, the last 100 training episodes for CleanRL) and judges the
-mean: a recipe **reaches** the published result when the mean is at least the published
-value minus the larger of the published spread and a tenth of the distance from a
-uniformly random policy's return. The rule asks for at least 5 seeds.
+actions for gymnax-blines, the last 100 training episodes for CleanRL, the evaluation
+episodes of the deterministic policy for RL Zoo and of the greedy one for purejaxql) and
+judges the mean: a recipe **reaches** the published result when the mean is at least
+the published value minus the larger of the published spread and a tenth of the
+distance from a uniformly random policy's return. The rule asks for at least 5 seeds.
+A recipe whose source publishes its settings but no result (purejaxql's PQN on MinAtar)
+has no verdict; `benchmarks/purejaxql_baseline.py` runs the source's own code beside it.
 
 This page is written by `docs/gen_reproductions.py` from the files that the command
 saved in `docs/reproductions/` (on a 2-core CPU) and `docs/reproductions/gpu/` (on one
 GPU). A row's score is that of the run with more seeds (the CPU's on a tie); the wall
 times include compilation, and the platform lines below name each machine and JAX. The
-GPU runs shared their machine's 16 CPU cores with a run of the test suite on 10 of them.
+GPU runs shared their machine with other work (the MinAtar PPO rows with a run of the test suite on
+10 of its 16 CPU cores, the MinAtar PQN rows with `benchmarks/purejaxql_baseline.py` on the same GPU), so
+their wall times are upper bounds.
 To add or refresh a row:
 
 ```bash
@@ -50,6 +55,8 @@ podrace reproduce NAME --seeds 5 --out docs/reproductions
 
 def _published(recipe: recipes.Recipe) -> str:
     published = recipe.published
+    if published.value is None:
+        return "none published"
     spread = "" if published.spread is None else f" ± {published.spread:g}"
     runs = "1 run" if published.num_runs == 1 else f"{published.num_runs} runs"
     return f"{published.value:g}{spread} ({runs})"
@@ -60,11 +67,15 @@ def _row(recipe: recipes.Recipe, runs: dict[str, recipes.Reproduction]) -> str:
     if not runs:
         return "| " + " | ".join([*cells, "not measured yet", "", "", "", "", ""]) + " |"
     where, run = max(runs.items(), key=lambda item: len(item[1].seeds))
-    verdict = "reaches" if run.reaches_published else "**below published**"
+    if run.threshold is None:
+        threshold, verdict = "", "no verdict"
+    else:
+        threshold = f"{run.threshold:.4g}"
+        verdict = "reaches" if run.reaches_published else "**below published**"
     if len(run.seeds) < 5:
         verdict += f" ({len(run.seeds)} seeds)"
     times = [f"{runs[name].wall_seconds:.0f} s" if name in runs else "" for name in PLATFORMS]
-    cells += [f"{run.mean:.4g} ± {run.std:.2g}", f"{len(run.seeds)} ({where})", f"{run.threshold:.4g}", verdict, *times]
+    cells += [f"{run.mean:.4g} ± {run.std:.2g}", f"{len(run.seeds)} ({where})", threshold, verdict, *times]
     return "| " + " | ".join(cells) + " |"
 
 

@@ -15,7 +15,7 @@ import math
 import pathlib
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -28,6 +28,10 @@ from .executors.evaluation import evaluate
 from .executors.population import Population, evaluate_population
 from .loggers import SINK_NAMES, make_sinks
 from .progress import plot_learning_curve, train_with_progress
+
+
+if TYPE_CHECKING:
+    from .recipes import Published
 
 
 # --------------------------------------------------------------------------------------
@@ -490,6 +494,13 @@ def _write_video(settings: tasks.Settings, network: Any, policy: Any, key: jax.A
 # --------------------------------------------------------------------------------------
 
 
+def _published_value(published: "Published") -> str:
+    """The published value and spread, or a dash where the source publishes no result."""
+    if published.value is None:
+        return "-"
+    return f"{published.value:g}" + ("" if published.spread is None else f" ± {published.spread:g}")
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     from . import recipes
 
@@ -499,10 +510,9 @@ def _reproduce(args: argparse.Namespace) -> int:
         print(f"{'recipe':{width}} {'algorithm':20} {'published':>18} {f'measured ({args.out})':>26}")
         for name, recipe in recipes.RECIPES.items():
             published = recipe.published
-            spread = "" if published.spread is None else f" ± {published.spread:g}"
             run = measured.get(name)
             last = "-" if run is None else f"{run.mean:.4g} ± {run.std:.2g} ({len(run.seeds)} seeds)"
-            print(f"{name:{width}} {recipe.settings.algorithm:20} {f'{published.value:g}{spread}':>18} {last:>26}")
+            print(f"{name:{width}} {recipe.settings.algorithm:20} {_published_value(published):>18} {last:>26}")
         return 0
     if args.name is None:
         raise ValueError("name a recipe to run, or list them with podrace reproduce --list.")
@@ -512,15 +522,18 @@ def _reproduce(args: argparse.Namespace) -> int:
         raise ValueError(error.args[0]) from None
     published = recipe.published
     print(f"{recipe.name}: {recipe.settings.algorithm} on gymnax {recipe.env_id}, {args.seeds} seeds")
-    print(f"published: {published.value:g}" + ("" if published.spread is None else f" ± {published.spread:g}"))
+    print(f"published: {_published_value(published)}")
     print(f"source: {published.source}")
     run = recipes.reproduce(recipe, num_seeds=args.seeds, seed=args.seed)
     paths = recipes.save(run, args.out, plot=not args.no_plot)
     scores = ", ".join(f"{score:.4g}" for score in run.scores)
     print(f"scores by seed ({', '.join(map(str, run.seeds))}): {scores}")
     print(f"podrace: {run.mean:.4g} ± {run.std:.2g} over {len(run.seeds)} seeds in {run.wall_seconds:.0f} s")
-    verdict = "reaches the published result" if run.reaches_published else "below published"
-    print(f"verdict: {verdict} (threshold {run.threshold:.4g}; random policy {run.random_return:.4g})")
+    if run.threshold is None:
+        print(f"verdict: none, nothing is published (random policy {run.random_return:.4g})")
+    else:
+        verdict = "reaches the published result" if run.reaches_published else "below published"
+        print(f"verdict: {verdict} (threshold {run.threshold:.4g}; random policy {run.random_return:.4g})")
     if len(run.seeds) < 5:
         print("(the verdict rule asks for at least 5 seeds)")
     print("saved: " + ", ".join(map(str, paths)))

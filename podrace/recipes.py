@@ -9,7 +9,8 @@ each seed as the source measured it, and judges the mean against the published v
 
 **Verdict rule.** A recipe reaches the published result when the mean over seeds is
 at least the published value minus the larger of its published spread and a tenth of
-the distance between a uniformly random policy's return and the published value.
+the distance between a uniformly random policy's return and the published value. A
+recipe whose source publishes settings but no result has no verdict.
 
 The settings classes hold the hyperparameters under the sources' own names: each
 builds its pipeline from them alone, so a recipe cannot be tuned away from its
@@ -40,7 +41,7 @@ import optax
 from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
-from ._types import Box, DeterministicAction, Discrete
+from ._types import AbstractActionValues, Box, DeterministicAction, Discrete
 from ._version import __version__
 from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
 from .executors.anakin import Anakin
@@ -52,9 +53,11 @@ from .networks import (
     AbstractHead,
     ActorCriticNetwork,
     CategoricalQHead,
+    ConvTorso,
     DeterministicHead,
     FeedForwardNetwork,
     GaussianHead,
+    HeNormal,
     LecunNormal,
     MLPCritic,
     MLPTorso,
@@ -71,6 +74,7 @@ from .policies import (
     EpsilonGreedy,
     Gaussian,
     GaussianNoise,
+    Greedy,
     Mode,
     TanhGaussian,
 )
@@ -83,7 +87,8 @@ class Published:
 
     **Arguments:**
 
-    - `value`: the published return.
+    - `value`: the published return, or `None` where the source publishes its settings
+        but no result (the recipe then records podrace's figures with no verdict).
     - `spread`: its published standard deviation over runs, or `None` if none is given.
     - `num_runs`: the runs (seeds) behind it.
     - `source`: where it is published (repository and file, or paper and table).
@@ -92,10 +97,11 @@ class Published:
         `training_episodes` episodes played while training, per run).
     - `episodes`: the episodes behind each run's number.
     - `deterministic`: whether the evaluation acts on the policy's most probable action
-        (as RL Zoo's `rl_zoo3.benchmark` does) instead of sampling.
+        (as RL Zoo's `rl_zoo3.benchmark` does; for a Q-network, the greedy action) instead
+        of sampling.
     """
 
-    value: float
+    value: float | None
     spread: float | None
     num_runs: int
     source: str
@@ -105,10 +111,13 @@ class Published:
 
     def evaluation_policy(self, env: AbstractEnv, output_type: type) -> AbstractPolicy:
         """The policy the evaluation acts with, on a network emitting `output_type`: with
-        `deterministic`, a deterministic actor's action or a distribution's mode; a sample otherwise."""
+        `deterministic`, a deterministic actor's action, the greedy action of action values or
+        a distribution's mode; a sample otherwise."""
         if not self.deterministic:
             return _sampling_policy(env)
-        return Deterministic() if issubclass(output_type, DeterministicAction) else Mode()
+        if issubclass(output_type, DeterministicAction):
+            return Deterministic()
+        return Greedy() if issubclass(output_type, AbstractActionValues) else Mode()
 
 
 class AbstractSettings(eqx.Module):
@@ -535,6 +544,96 @@ class CleanRLPQN(AbstractSettings):
         return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
 
 
+class PurejaxqlPQN(AbstractSettings):
+    """purejaxql's `pqn_minatar.py` (its `config/alg/pqn_minatar.yaml`).
+
+    A Q-network of one 3x3 convolution of 16 channels (no padding) and a dense layer of
+    128 units, each normalised over its features (flax's `LayerNorm`, epsilon 1e-6)
+    before its ReLU, on the observation divided by 255 (`norm_input: False`); He-normal
+    weights, LeCun-normal on the output layer, zero biases. `num_envs` environments of
+    `num_steps` steps per update; Peng's Q(lambda) returns from the rollout's Q-values,
+    then `num_epochs` epochs of `num_minibatches` minibatches of single transitions;
+    epsilon-greedy, epsilon annealed linearly per update from `eps_start` to
+    `eps_finish` over `eps_decay` of the updates; gradients clipped by global norm, then
+    RAdam at a learning rate annealed linearly per gradient step from `lr` towards 0
+    (`lr_linear_decay`).
+
+    Where podrace differs: it bootstraps at a time limit (purejaxql's returns treat a
+    truncation as a termination).
+    """
+
+    total_timesteps: int
+    num_envs: int
+    num_steps: int
+    eps_start: float
+    eps_finish: float
+    eps_decay: float
+    num_minibatches: int
+    num_epochs: int
+    lr: float
+    max_grad_norm: float
+    lr_linear_decay: bool
+    gamma: float
+    lambda_: float
+
+    @property
+    def algorithm(self) -> str:
+        return "PQN (purejaxql)"
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // (self.num_envs * self.num_steps)
+
+    def learning_rate_at(self, count: ArrayLike) -> Array:
+        """The learning rate of gradient step `count`: with `lr_linear_decay`, linear from `lr` to 1e-20."""
+        if not self.lr_linear_decay:
+            return jnp.asarray(self.lr)
+        gradient_steps = self.num_updates * self.num_epochs * self.num_minibatches
+        return jnp.asarray(optax.linear_schedule(self.lr, 1e-20, gradient_steps)(count))
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        if not isinstance(env.action_space, Discrete):
+            raise ValueError(f"purejaxql's pqn_minatar.py takes discrete actions, got {env.action_space}.")
+        torso_key, head_key = jax.random.split(key)
+        network = FeedForwardNetwork(
+            ConvTorso(
+                _observation_shape(env),
+                (16,),
+                kernel_sizes=3,
+                padding="VALID",
+                hidden_sizes=(128,),
+                observation_scale=1 / 255,
+                layer_norm=True,
+                layer_norm_eps=1e-6,
+                initialization=HeNormal(),
+                key=torso_key,
+            ),
+            QValueHead(128, env.action_space.num_values, initialization=LecunNormal(), key=head_key),
+        )
+        steps_per_update = self.num_envs * self.num_steps
+        decay_updates = self.eps_decay * self.num_updates  # 244.1 updates: not a whole number
+
+        def epsilon(steps: ArrayLike) -> Array:
+            """Linear over updates, as purejaxql's: constant within a rollout."""
+            progress = jnp.clip((jnp.asarray(steps) // steps_per_update) / decay_updates, 0.0, 1.0)
+            return self.eps_start + (self.eps_finish - self.eps_start) * progress
+
+        learner = Learner(
+            network,
+            EpsilonGreedy(epsilon),
+            PQNLoss(discount=self.gamma, lambda_=self.lambda_),
+            optax.chain(
+                optax.clip_by_global_norm(self.max_grad_norm),
+                optax.scale_by_radam(),
+                optax.scale_by_learning_rate(self.learning_rate_at),
+            ),
+            num_epochs=self.num_epochs,
+            num_minibatches=self.num_minibatches,
+            minibatches_of="transitions",
+        )
+        return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
+
+
 def _cleanrl_q_pipeline(
     settings: CleanRLDQN | CleanRLC51,
     env: AbstractEnv,
@@ -924,6 +1023,41 @@ def _rl_zoo_pendulum_recipe(algorithm: Literal["td3", "ddpg", "sac"], value: flo
     return Recipe(f"rl-zoo-{algorithm}-pendulum-v1", "Pendulum-v1", settings, published)
 
 
+_PUREJAXQL_PQN_SOURCE = (
+    "purejaxql (Gallici et al.), purejaxql/config/alg/pqn_minatar.yaml and pqn_minatar.py (47af6d7): "
+    "the settings only: purejaxql publishes no MinAtar returns"
+)
+_PUREJAXQL_PQN_MINATAR = PurejaxqlPQN(
+    total_timesteps=10_000_000,
+    num_envs=128,
+    num_steps=32,
+    eps_start=1.0,
+    eps_finish=0.05,
+    eps_decay=0.1,
+    num_minibatches=32,
+    num_epochs=2,
+    lr=5e-4,
+    max_grad_norm=10.0,
+    lr_linear_decay=True,
+    gamma=0.99,
+    lambda_=0.65,
+)
+
+
+def _purejaxql_pqn_recipe(env_id: str) -> Recipe:
+    """PQN on a MinAtar game at purejaxql's settings: the greedy policy's return after 10M steps, no verdict.
+
+    purejaxql tests its greedy policy (`EPS_TEST: 0`) on 128 environments;
+    `benchmarks/purejaxql_baseline.py` runs purejaxql's own code side by side.
+    """
+    published = Published(None, None, 0, _PUREJAXQL_PQN_SOURCE, "evaluation", 128, deterministic=True)
+    notes = (
+        "No published number: the row records podrace's figure, and benchmarks/purejaxql_baseline.py measures "
+        "purejaxql's own pqn_minatar.py at the same settings."
+    )
+    return Recipe(f"purejaxql-pqn-{env_id.lower()}", env_id, _PUREJAXQL_PQN_MINATAR, published, notes)
+
+
 _MINATAR = _gymnax_blines(10_000_000, 64, 128, max_grad_norm=0.5, gamma=0.999, num_hidden_units=256, n_minibatch=8)
 _BSUITE = _gymnax_blines(150_000, 8, 32, max_grad_norm=0.5)
 _MOUNTAINCAR = _gymnax_blines(250_000, 16, 32, max_grad_norm=1.0, lr_begin=5e-3, epoch_ppo=64, entropy_coeff=0.003)
@@ -1009,6 +1143,10 @@ RECIPES: dict[str, Recipe] = {
         _rl_zoo_pendulum_recipe("td3", -151.855),
         _rl_zoo_pendulum_recipe("ddpg", -152.099),
         _rl_zoo_pendulum_recipe("sac", -156.995),
+        *(
+            _purejaxql_pqn_recipe(env_id)
+            for env_id in ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "SpaceInvaders-MinAtar")
+        ),
     )
 }
 """Every recipe by name."""
@@ -1063,16 +1201,20 @@ class Reproduction:
         return float(np.std(self.scores))
 
     @property
-    def threshold(self) -> float:
-        """The lowest mean that reaches the published result (see the module's verdict rule)."""
+    def threshold(self) -> float | None:
+        """The lowest mean that reaches the published result (see the module's verdict rule);
+        `None` where nothing is published."""
         published = RECIPES[self.recipe].published
+        if published.value is None:
+            return None
         margin = max(published.spread or 0.0, 0.1 * abs(published.value - self.random_return))
         return published.value - margin
 
     @property
-    def reaches_published(self) -> bool:
-        """Whether the mean is at or above `threshold`."""
-        return self.mean >= self.threshold
+    def reaches_published(self) -> bool | None:
+        """Whether the mean is at or above `threshold`; `None` where nothing is published."""
+        threshold = self.threshold
+        return None if threshold is None else self.mean >= threshold
 
     def to_json(self) -> dict[str, Any]:
         """The measurements and the verdict, with the recipe's published result, as JSON values."""
@@ -1103,10 +1245,19 @@ class Reproduction:
         )
 
 
-def _calls(num_updates: int, target: int = 20) -> int:
-    """Updates per call: the divisor of `num_updates` that gives the number of calls nearest `target`."""
+def _call_sizes(num_updates: int, target: int = 20) -> list[int]:
+    """The updates of each call, about `target` calls in all.
+
+    Calls of one size (one compiled program) where a divisor of `num_updates` gives
+    between half and twice `target` calls; otherwise calls of `ceil(num_updates /
+    target)` updates and a shorter last one.
+    """
     divisors = [d for d in range(1, num_updates + 1) if num_updates % d == 0]
-    return min(divisors, key=lambda d: (abs(num_updates // d - target), d))
+    best = min(divisors, key=lambda d: (abs(num_updates // d - target), d))
+    if target / 2 <= num_updates // best <= 2 * target or num_updates < target:
+        return [best] * (num_updates // best)
+    size = -(-num_updates // target)
+    return [size] * (num_updates // size) + ([num_updates % size] if num_updates % size else [])
 
 
 def _last_episodes_mean(return_sums: np.ndarray, counts: np.ndarray, episodes: int) -> float:
@@ -1121,8 +1272,7 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
 
     Seed `s` draws its network from `key(s)` and plays from the population's
     `key(seed)` (member `s - seed` of [`podrace.Population.init`][]). The run is split
-    into about 20 calls of the same compiled program, for the progress bar and the
-    learning curves.
+    into about 20 calls, for the progress bar and the learning curves.
 
     **Arguments:**
 
@@ -1142,19 +1292,19 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
     population = Population(lambda key: settings.pipeline(env, key), jax.vmap(jax.random.key)(jnp.asarray(seeds)))
     member = population.member(0)
     steps_per_update = member.num_envs * member.rollout_length
-    updates_per_call = _calls(settings.num_updates)
+    call_sizes = _call_sizes(settings.num_updates)
     state = population.init(jax.random.key(seed))
     return_sums, counts, curves = [], [], []
     with tqdm(total=settings.num_updates * steps_per_update, unit="step", unit_scale=True, disable=not show) as bar:
         bar.set_description(recipe.name)
-        for _ in range(settings.num_updates // updates_per_call):
-            result = population.train(state, num_updates=updates_per_call)
+        for updates in call_sizes:
+            result = population.train(state, num_updates=updates)
             state = result.state
             return_sums.append(np.asarray(result.metrics.episode_return_sum))
             counts.append(np.asarray(result.metrics.episodes_completed))
             curves.append(np.asarray(result.metrics.mean_episode_return))
             bar.set_postfix(mean_return=f"{np.nanmean(curves[-1]):.3f}" if np.isfinite(curves[-1]).any() else "-")
-            bar.update(updates_per_call * steps_per_update)
+            bar.update(updates * steps_per_update)
     published = recipe.published
     evaluation_env = member.evaluation_env
     if published.measure == "evaluation":
@@ -1178,7 +1328,7 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
         seeds=seeds,
         scores=tuple(float(x) for x in scores),
         random_return=float(random.mean_return),
-        env_steps=tuple(int(x) for x in steps_per_update * updates_per_call * np.arange(1, len(curves) + 1)),
+        env_steps=tuple(int(x) for x in steps_per_update * np.cumsum(call_sizes)),
         curves=tuple(tuple(float(x) for x in row) for row in curves),
         wall_seconds=time.perf_counter() - start,
         platform=_platform(),
@@ -1238,8 +1388,9 @@ def plot_reproduction(reproduction: Reproduction, path: str | pathlib.Path) -> p
     figure, axes = plt.subplots(figsize=(6, 4))
     axes.fill_between(steps, mean - std, mean + std, color="C0", alpha=0.3, lw=0, label="± one std over seeds")
     axes.plot(steps, mean, color="C0", label=f"podrace, mean of {len(reproduction.seeds)} seeds (training episodes)")
-    axes.axhline(recipe.published.value, color="C3", ls="--", label=f"published {recipe.published.value:g}")
-    axes.axhline(reproduction.threshold, color="C3", ls=":", alpha=0.6, label="verdict threshold")
+    if recipe.published.value is not None and reproduction.threshold is not None:
+        axes.axhline(recipe.published.value, color="C3", ls="--", label=f"published {recipe.published.value:g}")
+        axes.axhline(reproduction.threshold, color="C3", ls=":", alpha=0.6, label="verdict threshold")
     axes.plot(
         [steps[-1] if len(steps) else 0],
         [reproduction.mean],

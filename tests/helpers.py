@@ -392,12 +392,16 @@ def lecun_normal_gaussian_network(
 
 
 def conv_q_network(
-    key: PRNGKeyArray, observation_shape: tuple[int, ...] = OBS_SHAPE, num_actions: int = NUM_ACTIONS
+    key: PRNGKeyArray,
+    observation_shape: tuple[int, ...] = OBS_SHAPE,
+    num_actions: int = NUM_ACTIONS,
+    **options: Any,
 ) -> pr.networks.FeedForwardNetwork:
-    """A small convolutional Q-network: a stride-2 second convolution, then one dense layer."""
+    """A small convolutional Q-network: a stride-2 second convolution, then one dense layer (`options`
+    go to its `ConvTorso`)."""
     torso_key, head_key = jax.random.split(key)
     torso = pr.networks.ConvTorso(
-        observation_shape, (4, 6), kernel_sizes=(3, 2), strides=(1, 2), hidden_sizes=(8,), key=torso_key
+        observation_shape, (4, 6), kernel_sizes=(3, 2), strides=(1, 2), hidden_sizes=(8,), key=torso_key, **options
     )
     return pr.networks.FeedForwardNetwork(torso, pr.networks.QValueHead(torso.output_size, num_actions, key=head_key))
 
@@ -475,6 +479,9 @@ NETWORKS: dict[str, Callable[[PRNGKeyArray], pr.networks.AbstractNetwork]] = {
     ),
     "mlp-deterministic": lambda key: bounded_network(key, pr.networks.DeterministicHead, action_size=NUM_ACTIONS),
     "conv-q": conv_q_network,
+    "conv-q-layer-norm-he-normal-scaled": lambda key: conv_q_network(
+        key, observation_scale=1 / 255, layer_norm=True, layer_norm_eps=1e-6, initialization=pr.networks.HeNormal()
+    ),
     "gru-actor-critic": recurrent_network,
     "lstm-q": lambda key: recurrent_network(key, core="lstm", output_type=pr.QValues),
     "lstm-logits-previous-action-reward": lambda key: recurrent_network(key, core="lstm", previous_action_reward=True),

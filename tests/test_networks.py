@@ -198,6 +198,7 @@ INITIALIZATIONS = {
     "fan_in_uniform": pr.networks.FanInUniform(),
     "orthogonal": pr.networks.Orthogonal(math.sqrt(2)),
     "lecun_normal": pr.networks.LecunNormal(bias_scale=0.05),
+    "he_normal": pr.networks.HeNormal(),
 }
 
 
@@ -293,27 +294,35 @@ def test_lecun_normal_weights_are_bounded_and_biases_in_their_range(name):
         assert np.all((bias >= 0) & (bias < 0.05))
 
 
-def test_lecun_normal_is_a_normal_truncated_at_two_standard_deviations_of_variance_one_over_fan_in():
+@pytest.mark.parametrize(
+    ("initialization", "variance_scale", "oracle"),
+    [
+        (pr.networks.LecunNormal(), 1.0, jax.nn.initializers.lecun_normal()),
+        (pr.networks.HeNormal(), 2.0, jax.nn.initializers.he_normal()),
+    ],
+)
+def test_lecun_and_he_normal_are_normals_truncated_at_two_standard_deviations(initialization, variance_scale, oracle):
     fan_in = 512
-    torso = pr.networks.MLPTorso((64, 8), (512,), initialization=pr.networks.LecunNormal(), key=jax.random.key(0))
+    torso = pr.networks.MLPTorso((64, 8), (512,), initialization=initialization, key=jax.random.key(0))
     weight, bias = _weights_and_biases(torso.layers[0])
     np.testing.assert_array_equal(bias, 0)
     values, n = np.ravel(weight).astype(np.float64), weight.size
-    scale = 1 / math.sqrt(fan_in) / TRUNCATED_STD  # the standard deviation before truncation
+    variance = variance_scale / fan_in
+    scale = math.sqrt(variance) / TRUNCATED_STD  # the standard deviation before truncation
     # Truncated at 2 standard deviations: within them, and reaching them.
     assert np.max(np.abs(values)) <= 2 * scale * (1 + 1e-6) and np.max(np.abs(values)) > 1.99 * scale
-    # Mean 0 and variance 1 / fan_in, each within 5 standard errors of its estimate.
+    # Mean 0 and variance `variance_scale / fan_in`, each within 5 standard errors of its estimate.
     assert abs(values.mean()) < 5 * values.std() / math.sqrt(n)
     squares = values**2
-    assert abs(squares.mean() - 1 / fan_in) < 5 * squares.std() / math.sqrt(n)
+    assert abs(squares.mean() - variance) < 5 * squares.std() / math.sqrt(n)
     # The share beyond one standard deviation is the truncated normal's, not the uniform's (1 / 2) nor the normal's.
     beyond = (math.erf(math.sqrt(2)) - math.erf(math.sqrt(0.5))) / math.erf(math.sqrt(2))
     assert abs(np.mean(np.abs(values) > scale) - beyond) < 5 * math.sqrt(beyond * (1 - beyond) / n)
-    # The same distribution as JAX's (and flax's) lecun_normal: a two-sample Kolmogorov-Smirnov
+    # The same distribution as JAX's (and flax's) initialiser: a two-sample Kolmogorov-Smirnov
     # distance below its critical value at a significance of 1e-6.
-    oracle = np.sort(np.ravel(jax.nn.initializers.lecun_normal()(jax.random.key(1), (fan_in, 512))))
+    reference = np.sort(np.ravel(oracle(jax.random.key(1), (fan_in, 512))))
     grid = np.sort(values)
-    distance = np.max(np.abs(np.searchsorted(grid, grid, "right") / n - np.searchsorted(oracle, grid, "right") / n))
+    distance = np.max(np.abs(np.searchsorted(grid, grid, "right") / n - np.searchsorted(reference, grid, "right") / n))
     assert distance < math.sqrt(-0.5 * math.log(0.5e-6)) * math.sqrt(2 / n)
 
 
@@ -493,6 +502,57 @@ def test_conv_torso_by_hand():
     np.testing.assert_allclose(torso(pixels), torso(pixels.astype(jnp.float32)), rtol=1e-6)
 
 
+def test_conv_torso_with_layer_norm_and_a_scaled_observation_by_hand():
+    """Each layer normalised before its ReLU (a convolution's over its channels at each position), as flax's
+    LayerNorm on a channels-last map; the observation scaled first."""
+    key = jax.random.key(0)
+    torso = pr.networks.ConvTorso(
+        (5, 4, 2),
+        (3,),
+        padding="VALID",
+        hidden_sizes=(6,),
+        observation_scale=0.5,
+        layer_norm=True,
+        layer_norm_eps=1e-6,
+        key=key,
+    )
+    assert torso.norms is not None
+    # Learnt scales and offsets away from their initial 1 and 0, so that the test sees them.
+    torso = eqx.tree_at(
+        lambda t: [t.norms[0].weight, t.norms[0].bias, t.norms[1].weight, t.norms[1].bias],
+        torso,
+        [helpers.normal(2, (3,)), helpers.normal(3, (3,)), helpers.normal(4, (6,)), helpers.normal(5, (6,))],
+    )
+    observation = helpers.normal(1, (5, 4, 2))
+
+    def layer_norm(x, weight, bias):
+        mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mean) / np.sqrt(variance + 1e-6) * np.asarray(weight) + np.asarray(bias)
+
+    conv = torso.convs[0]
+    feature_map = jax.lax.conv_general_dilated(
+        0.5 * observation[None],
+        jnp.transpose(conv.weight, (2, 3, 1, 0)),
+        window_strides=(1, 1),
+        padding="VALID",
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )[0] + jnp.reshape(conv.bias, (1, 1, 3))
+    feature_map = np.maximum(layer_norm(np.asarray(feature_map), torso.norms[0].weight, torso.norms[0].bias), 0)
+    features = np.transpose(feature_map, (2, 0, 1)).reshape(-1)  # flattened channel-first
+    dense = torso.layers[0]
+    expected = np.maximum(
+        layer_norm(
+            features @ np.asarray(dense.weight).T + np.asarray(dense.bias), torso.norms[1].weight, torso.norms[1].bias
+        ),
+        0,
+    )
+    np.testing.assert_allclose(torso(observation), expected, rtol=1e-5, atol=1e-5)
+    # Without the options, the same parameters give the plain torso.
+    plain = pr.networks.ConvTorso((5, 4, 2), (3,), padding="VALID", hidden_sizes=(6,), key=key)
+    assert plain.norms is None and plain.observation_scale == 1.0
+    helpers.assert_trees_close(plain.convs, torso.convs, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize(
     "shape, options",
     [
@@ -517,6 +577,8 @@ def test_conv_torso_output_size_matches_its_output(shape, options):
         ((5, 3, 1), dict(channels=(4, 4), kernel_sizes=(3,)), r"kernel_sizes must be .* one per convolution \(2\)"),
         ((5, 3, 1), dict(channels=(4,), strides=0), "strides must be a positive integer"),
         ((5, 3, 1), dict(channels=(4,), hidden_sizes=(0,)), "hidden_sizes must be positive"),
+        ((5, 3, 1), dict(channels=(4,), layer_norm=True, layer_norm_eps=0.0), "layer_norm_eps must be a positive"),
+        ((5, 3, 1), dict(channels=(4,), observation_scale=float("nan")), "observation_scale must be a finite"),
         (
             (5, 3, 1),
             dict(channels=(4,), kernel_sizes=4, padding="VALID"),

@@ -40,6 +40,7 @@ def test_every_recipe_spends_its_published_budget(name):
         recipes.CleanRLDQN: lambda s: s.total_timesteps,
         recipes.CleanRLC51: lambda s: s.total_timesteps,
         recipes.CleanRLPQN: lambda s: s.total_timesteps,
+        recipes.PurejaxqlPQN: lambda s: s.total_timesteps,
         recipes.RLZooTD3: lambda s: s.n_timesteps,
         recipes.RLZooSAC: lambda s: s.n_timesteps,
     }[type(settings)](settings)
@@ -134,6 +135,50 @@ def test_cleanrl_pqn_recipe_builds_its_pqn():
     np.testing.assert_allclose(
         [epsilon(0), epsilon(125_000), epsilon(250_000), epsilon(400_000)], [1, 0.525, 0.05, 0.05]
     )
+
+
+def test_purejaxql_pqn_recipe_builds_its_pqn():
+    recipe = recipes.RECIPES["purejaxql-pqn-breakout-minatar"]
+    settings = recipe.settings
+    assert isinstance(settings, recipes.PurejaxqlPQN)
+    member = _member(recipe)
+    learner = member.learner
+    assert isinstance(learner, pr.Learner) and isinstance(learner.loss, pr.losses.PQNLoss)
+    assert (member.num_envs, member.rollout_length) == (128, 32)
+    assert (learner.num_epochs, learner.num_minibatches, learner.minibatches_of) == (2, 32, "transitions")
+    torso = learner.network.torso
+    assert isinstance(torso, pr.networks.ConvTorso)
+    assert [conv.weight.shape for conv in torso.convs] == [(16, 4, 3, 3)]  # Breakout's 4 channels
+    assert [layer.weight.shape for layer in torso.layers] == [(128, 8 * 8 * 16)]  # no padding: 10x10 -> 8x8
+    assert torso.norms is not None and [norm.eps for norm in torso.norms] == [1e-6, 1e-6]
+    assert torso.observation_scale == 1 / 255
+    # Epsilon moves once per update (4096 steps), from 1 to 0.05 over a tenth of the 2441 updates.
+    epsilon = learner.policy.epsilon_schedule
+    assert callable(epsilon)
+    steps = [0, 4095, 4096, 122 * 4096, 245 * 4096, 2000 * 4096]
+    np.testing.assert_allclose(
+        [epsilon(step) for step in steps], [1, 1, 1 - 0.95 / 244.1, 1 - 0.95 * 122 / 244.1, 0.05, 0.05], rtol=1e-5
+    )
+    # The learning rate decays linearly per gradient step, 64 a rollout, towards 0 at the end.
+    total = 2441 * 64
+    rates = [float(settings.learning_rate_at(count)) for count in (0, total // 2, total)]
+    np.testing.assert_allclose(rates, [5e-4, 2.5e-4, 1e-20], rtol=1e-4)
+    assert recipe.published.value is None and recipe.published.deterministic
+
+
+def test_a_recipe_with_nothing_published_has_no_verdict(tmp_path):
+    run = _reproduction([90.0, 100.0], 0.5, recipe="purejaxql-pqn-breakout-minatar")
+    assert run.threshold is None and run.reaches_published is None
+    assert run.to_json()["reaches_published"] is None
+    paths = recipes.save(run, tmp_path, plot=True)  # a curve with no published line
+    assert recipes.load(tmp_path)[run.recipe].scores == run.scores and paths[1].is_file()
+
+
+def test_recipes_train_in_about_twenty_calls_with_a_shorter_last_one_where_no_divisor_fits():
+    assert recipes._call_sizes(976) == [61] * 16  # CleanRL's 500k steps: one compiled program
+    assert recipes._call_sizes(1220) == [61] * 20
+    assert recipes._call_sizes(2441) == [123] * 19 + [104]  # purejaxql's MinAtar run: 2441 is prime
+    assert recipes._call_sizes(7) == [1] * 7
 
 
 def test_cleanrl_dqn_recipe_builds_its_dqn():
@@ -259,6 +304,7 @@ def test_rl_zoo_sac_recipe_builds_stable_baselines3s_sac():
         ("rl-zoo-td3-pendulum-v1", pr.policies.Deterministic),
         ("cleanrl-ppo-cartpole-v1", pr.policies.Categorical),
         ("gymnax-ppo-pendulum-v1", pr.policies.Gaussian),
+        ("purejaxql-pqn-asterix-minatar", pr.policies.Greedy),
     ],
 )
 def test_published_evaluations_act_as_the_source_measured(name, expected):

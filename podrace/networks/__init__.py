@@ -22,6 +22,7 @@ from .heads import (
 from .initializations import (
     AbstractInitialization as AbstractInitialization,
     FanInUniform as FanInUniform,
+    HeNormal as HeNormal,
     LecunNormal as LecunNormal,
     Orthogonal as Orthogonal,
     ParameterSpec as ParameterSpec,
@@ -56,6 +57,7 @@ __all__ = [
     "FeedForwardNetwork",
     "GaussianHead",
     "GRUCore",
+    "HeNormal",
     "LecunNormal",
     "LSTMCore",
     "MLPCritic",

@@ -69,7 +69,7 @@ def init_layers(
     if not isinstance(initialization, AbstractInitialization):
         raise TypeError(
             "initialization must be a podrace.networks.AbstractInitialization, such as FanInUniform(), "
-            f"Orthogonal(gain) or LecunNormal(bias_scale); got {initialization!r}."
+            f"Orthogonal(gain), LecunNormal(bias_scale) or HeNormal(); got {initialization!r}."
         )
     shapes = [eqx.filter_eval_shape(constructor, key=key) for constructor in constructors]
 

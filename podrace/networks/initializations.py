@@ -147,6 +147,25 @@ class Orthogonal(AbstractInitialization):
 _TRUNCATED_STD = math.sqrt(1 - 4 * math.exp(-2) / math.sqrt(2 * math.pi) / math.erf(math.sqrt(2)))
 
 
+def _truncated_normal(
+    key: PRNGKeyArray, parameters: tuple[ParameterSpec, ...], variance_scale: float, bias_scale: float
+) -> list[Array]:
+    """Weights from a normal truncated at two standard deviations, of variance `variance_scale / fan_in`,
+    and biases uniform in `[0, bias_scale)`: flax's `variance_scaling(variance_scale, "fan_in", "truncated_normal")`."""
+    noise = jax.random.uniform(key, (_total_size(parameters),))
+    # Inverse transform sampling of the truncated normal, as jax.random.truncated_normal.
+    lower, upper = math.erf(-math.sqrt(2)), math.erf(math.sqrt(2))
+    values = []
+    for chunk, parameter in zip(_split(noise, parameters), parameters, strict=True):
+        if parameter.is_bias:
+            value = bias_scale * chunk
+        else:
+            standard = jnp.clip(math.sqrt(2) * jax.lax.erf_inv(lower + (upper - lower) * chunk), -2.0, 2.0)
+            value = (math.sqrt(variance_scale / parameter.fan_in) / _TRUNCATED_STD) * standard
+        values.append(value.reshape(parameter.shape).astype(parameter.dtype))
+    return values
+
+
 @final
 class LecunNormal(AbstractInitialization):
     """Truncated normal weights of variance `1 / fan_in`, and biases uniform in `[0, bias_scale)`.
@@ -170,15 +189,19 @@ class LecunNormal(AbstractInitialization):
         self.bias_scale = _non_negative_number("LecunNormal", "bias_scale", bias_scale)
 
     def draw(self, key: PRNGKeyArray, parameters: tuple[ParameterSpec, ...]) -> list[Array]:
-        noise = jax.random.uniform(key, (_total_size(parameters),))
-        # Inverse transform sampling of the truncated normal, as jax.random.truncated_normal.
-        lower, upper = math.erf(-math.sqrt(2)), math.erf(math.sqrt(2))
-        values = []
-        for chunk, parameter in zip(_split(noise, parameters), parameters, strict=True):
-            if parameter.is_bias:
-                value = self.bias_scale * chunk
-            else:
-                standard = jnp.clip(math.sqrt(2) * jax.lax.erf_inv(lower + (upper - lower) * chunk), -2.0, 2.0)
-                value = (1 / math.sqrt(parameter.fan_in) / _TRUNCATED_STD) * standard
-            values.append(value.reshape(parameter.shape).astype(parameter.dtype))
-        return values
+        return _truncated_normal(key, parameters, 1.0, self.bias_scale)
+
+
+@final
+class HeNormal(AbstractInitialization):
+    """Truncated normal weights of variance `2 / fan_in`, and zero biases: flax's `he_normal()`.
+
+    The weights of [`podrace.networks.LecunNormal`][] with twice the variance
+    (`variance_scaling(2.0, "fan_in", "truncated_normal")`), which keeps the variance
+    of the activations through ReLU layers; purejaxql's PQN Q-networks use it.
+
+    Reference: He et al., "Delving Deep into Rectifiers", ICCV 2015.
+    """
+
+    def draw(self, key: PRNGKeyArray, parameters: tuple[ParameterSpec, ...]) -> list[Array]:
+        return _truncated_normal(key, parameters, 2.0, 0.0)

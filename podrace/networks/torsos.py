@@ -52,6 +52,8 @@ class MLPTorso(AbstractTorso):
         before its activation, as PQN's Q-network does (Ba et al., "Layer
         Normalization", 2016; Gallici et al., "Simplifying Deep Temporal Difference
         Learning", ICLR 2025).
+    - `layer_norm_eps`: the constant added to the variance in each normalisation
+        (PyTorch's 1e-5 by default; flax's is 1e-6).
     - `initialization`: how every layer's weights and bias are drawn (an
         [`podrace.networks.AbstractInitialization`][]; CleanRL's PPO uses
         `Orthogonal(math.sqrt(2))`).
@@ -70,6 +72,7 @@ class MLPTorso(AbstractTorso):
         *,
         activation: Callable[[Array], Array] = jax.nn.relu,
         layer_norm: bool = False,
+        layer_norm_eps: float = 1e-5,
         initialization: AbstractInitialization = FanInUniform(),
         key: PRNGKeyArray,
     ):
@@ -78,7 +81,7 @@ class MLPTorso(AbstractTorso):
         self.layers = init_layers(
             key, *dense_layers(math.prod(observation_shape), hidden_sizes), initialization=initialization
         )
-        self.norms = tuple(eqx.nn.LayerNorm(size) for size in hidden_sizes) if layer_norm else None
+        self.norms = _layer_norms("MLPTorso", hidden_sizes, layer_norm, layer_norm_eps)
         self.activation = activation
         self.output_size = hidden_sizes[-1]
 
@@ -90,6 +93,13 @@ class MLPTorso(AbstractTorso):
                 x = self.norms[index](x)
             x = self.activation(x)
         return x
+
+
+def _layer_norms(owner: str, sizes: Sequence[int], layer_norm: bool, eps: float) -> tuple[eqx.nn.LayerNorm, ...] | None:
+    """One layer normalisation (learnt scale and offset) per size, or `None` without `layer_norm`."""
+    if not (isinstance(eps, int | float) and math.isfinite(eps) and eps > 0):
+        raise ValueError(f"{owner}: layer_norm_eps must be a positive number, got {eps!r}.")
+    return tuple(eqx.nn.LayerNorm(size, eps=eps) for size in sizes) if layer_norm else None
 
 
 def _per_layer(name: str, value: int | Sequence[int], num_layers: int) -> tuple[int, ...]:
@@ -106,9 +116,11 @@ class ConvTorso(AbstractTorso):
     """Convolutions over a channels-last image, then flattening and optional dense layers.
 
     The observation is one `[height, width, channels]` image (as [`podrace.envs.Catch`][]
-    emits its `rows x columns x 1` board), cast to the parameters' dtype without
-    rescaling. Each convolution (square kernels, no dilation) is followed by
-    `activation`, as is each dense layer. `output_size` is worked out at construction
+    emits its `rows x columns x 1` board), cast to the parameters' dtype and multiplied
+    by `observation_scale`. Each convolution (square kernels, no dilation) is followed by
+    `activation`, as is each dense layer; with `layer_norm`, each output is normalised
+    before its activation (a convolution's over its channels at each position, as flax's
+    `LayerNorm` on a channels-last map). `output_size` is worked out at construction
     from the shapes alone.
 
     **Arguments:**
@@ -121,6 +133,12 @@ class ConvTorso(AbstractTorso):
     - `hidden_sizes`: the width of each dense layer after flattening (none by default:
         the features are the flattened last feature map).
     - `activation`: applied after every layer.
+    - `observation_scale`: the factor on the observation (1 by default; purejaxql's PQN
+        divides MinAtar's 0/1 boards by 255).
+    - `layer_norm`: normalise every layer's output (with a learnt scale and offset)
+        before its activation, as PQN's Q-networks do.
+    - `layer_norm_eps`: the constant added to the variance in each normalisation
+        (PyTorch's 1e-5 by default; flax's is 1e-6).
     - `initialization`: how every convolution's and dense layer's weights and bias are
         drawn (an [`podrace.networks.AbstractInitialization`][]; [`podrace.networks.Orthogonal`][]
         treats a convolution's weight as a matrix of output channels by inputs to one output).
@@ -129,7 +147,9 @@ class ConvTorso(AbstractTorso):
 
     convs: tuple[eqx.nn.Conv2d, ...]
     layers: tuple[eqx.nn.Linear, ...]
+    norms: tuple[eqx.nn.LayerNorm, ...] | None
     activation: Callable[[Array], Array] = eqx.field(static=True)
+    observation_scale: float = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
 
     def __init__(
@@ -142,6 +162,9 @@ class ConvTorso(AbstractTorso):
         padding: Literal["SAME", "VALID"] = "SAME",
         hidden_sizes: Sequence[int] = (),
         activation: Callable[[Array], Array] = jax.nn.relu,
+        observation_scale: float = 1.0,
+        layer_norm: bool = False,
+        layer_norm_eps: float = 1e-5,
         initialization: AbstractInitialization = FanInUniform(),
         key: PRNGKeyArray,
     ):
@@ -159,6 +182,8 @@ class ConvTorso(AbstractTorso):
             raise ValueError(f"ConvTorso: hidden_sizes must be positive, got {hidden_sizes}.")
         if padding not in ("SAME", "VALID"):
             raise ValueError(f'ConvTorso: padding must be "SAME" or "VALID", got {padding!r}.')
+        if not (isinstance(observation_scale, int | float) and math.isfinite(observation_scale)):
+            raise ValueError(f"ConvTorso: observation_scale must be a finite number, got {observation_scale!r}.")
 
         height, width, in_channels = observation_shape
         convs = []
@@ -182,14 +207,26 @@ class ConvTorso(AbstractTorso):
         )
         self.convs = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Conv2d))
         self.layers = tuple(layer for layer in layers if isinstance(layer, eqx.nn.Linear))
+        self.norms = _layer_norms("ConvTorso", (*channels, *hidden_sizes), layer_norm, layer_norm_eps)
         self.activation = activation
+        self.observation_scale = float(observation_scale)
         self.output_size = hidden_sizes[-1] if hidden_sizes else height * width * in_channels
+
+    def _normalised(self, index: int, x: Array) -> Array:
+        """`x` through layer `index`'s normalisation, if any (a feature map over its leading channel axis)."""
+        if self.norms is None:
+            return x
+        if x.ndim == 1:
+            return self.norms[index](x)
+        return jnp.moveaxis(jax.vmap(jax.vmap(self.norms[index]))(jnp.moveaxis(x, 0, -1)), -1, 0)
 
     def __call__(self, observation: Shaped[Array, "height width channels"]) -> Float[Array, " output_size"]:
         x = jnp.moveaxis(jnp.asarray(observation, self.convs[0].weight.dtype), -1, 0)
-        for conv in self.convs:
-            x = self.activation(conv(x))
+        if self.observation_scale != 1.0:
+            x = self.observation_scale * x
+        for index, conv in enumerate(self.convs):
+            x = self.activation(self._normalised(index, conv(x)))
         x = jnp.ravel(x)
-        for layer in self.layers:
-            x = self.activation(apply_linear(layer, x))
+        for index, layer in enumerate(self.layers, start=len(self.convs)):
+            x = self.activation(self._normalised(index, apply_linear(layer, x)))
         return x
