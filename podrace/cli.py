@@ -166,6 +166,12 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("target-noise", _non_negative_float, "td3: target policy smoothing noise, relative to half the range"),
         ("policy-delay", _positive_int, "td3: critic steps per actor and target step"),
         ("random-steps", _non_negative_int, "ddpg, td3, sac: environment steps of uniformly random actions first"),
+        (
+            "target-entropy",
+            _finite_float,
+            "sac: the entropy its temperature steers to (minus the action size by default; for discrete "
+            "actions 0.98 log(actions))",
+        ),
     ],
     "distributional (c51, qr-dqn)": [
         ("num-atoms", _positive_int, "c51: returns each action's distribution sits on (at least 2)"),

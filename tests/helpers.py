@@ -810,6 +810,22 @@ def sac_learner(key: PRNGKeyArray) -> pr.learners.SACLearner:
     )
 
 
+def discrete_sac_learner(key: PRNGKeyArray) -> pr.learners.DiscreteSACLearner:
+    """Discrete SAC on Catch: a categorical actor, twin Q-networks, a learned temperature."""
+    actor_key, *critic_keys = jax.random.split(key, 3)
+    return pr.learners.DiscreteSACLearner(
+        logit_network(actor_key),
+        [q_network(critic_key) for critic_key in critic_keys],
+        ADAM,
+        ADAM,
+        ADAM,
+        buffer_size=240,
+        batch_size=4,
+        min_replay_size=12,
+        gradient_steps=2,
+    )
+
+
 @final
 @dataclasses.dataclass(frozen=True)
 class LearnerCase:
@@ -975,6 +991,7 @@ LEARNERS: dict[str, LearnerCase] = {
     # The library's off-policy actor-critic learners: each device replays its own experience.
     "td3": LearnerCase(td3_learner, continuous=True, device_invariant=False),
     "sac": LearnerCase(sac_learner, continuous=True, device_invariant=False),
+    "discrete-sac": LearnerCase(discrete_sac_learner, device_invariant=False),
     "gru-gaussian-ppo-previous-action-reward": LearnerCase(
         lambda key: recurrent_learner(
             key, pr.losses.PPOLoss(discount=0.9), continuous=True, previous_action_reward=True, num_minibatches=3

@@ -163,7 +163,15 @@ UPDATE = eqx.filter_jit(lambda learner, state, trajectory: learner.update(state,
 
 # The learner families whose states hold more than one network and optimiser, or a
 # distributional head: each state round-trips exactly, and learning goes on from it alike.
-ROUND_TRIP_LEARNERS = ["td3", "sac", "c51", "qr-dqn-double", "pqn-layer-norm-transitions", "gru-pqn-layer-norm"]
+ROUND_TRIP_LEARNERS = [
+    "td3",
+    "sac",
+    "discrete-sac",
+    "c51",
+    "qr-dqn-double",
+    "pqn-layer-norm-transitions",
+    "gru-pqn-layer-norm",
+]
 
 
 @pytest.mark.parametrize("name", ROUND_TRIP_LEARNERS)

@@ -9,6 +9,7 @@ import sys
 import jax
 import pytest
 
+import podrace as pr
 from podrace import _cli_tasks as tasks, cli
 from podrace.checkpoint import Checkpointer
 
@@ -47,12 +48,15 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
     if continuous and tasks.ALGORITHMS[algo].learns_q_values:
         with pytest.raises(ValueError, match="learns Q-values of discrete actions"):
             tasks.make_run(settings)
-    elif not continuous and algo in ("ddpg", "td3", "sac"):
+    elif not continuous and algo in ("ddpg", "td3"):
         with pytest.raises(ValueError, match="learns continuous actions"):
             tasks.make_run(settings)
     else:
         pipeline, _ = tasks.make_run(settings)
         assert pipeline.learner.initial_agent().network.output_type is not None
+        if algo == "sac":  # SAC of the action space
+            expected = pr.learners.SACLearner if continuous else pr.learners.DiscreteSACLearner
+            assert isinstance(pipeline.learner, expected)
 
 
 @pytest.mark.parametrize(
@@ -63,6 +67,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
         *([env] for env in tasks.BUILT_IN_ENVS if env != "catch"),  # each with its default algorithm
         ["pendulum", "a2c"],
         ["pendulum", "sac"],
+        ["catch", "sac", "--target-entropy", "0.5"],
         ["cartpole", "pqn", "--layer-norm"],
         ["catch", "c51", "--num-atoms", "11", "--v-min", "-1", "--v-max", "1"],
         ["catch", "qr-dqn", "--num-quantiles", "8", "--double"],
@@ -91,6 +96,13 @@ def test_a_continuous_env_refuses_q_learning_with_a_message(capsys):
 def test_an_actor_critic_learner_refuses_a_recurrent_core_with_a_message(capsys):
     assert cli.main(["train", "pendulum", "td3", "--core", "gru", *TINY]) == 2
     assert "td3 replays feed-forward networks only; leave out --core" in capsys.readouterr().err
+    assert cli.main(["train", "cartpole", "sac", "--core", "gru", *TINY]) == 2
+    assert "sac replays feed-forward networks only; leave out --core" in capsys.readouterr().err
+
+
+def test_discrete_sac_refuses_random_first_steps_with_a_message(capsys):
+    assert cli.main(["train", "cartpole", "sac", "--random-steps", "100", *TINY]) == 2
+    assert "--random-steps takes uniformly random actions of continuous control" in capsys.readouterr().err
 
 
 def test_c51_refuses_an_empty_support_with_a_message(capsys):

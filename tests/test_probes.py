@@ -259,14 +259,24 @@ def _make_pipeline(
     return pr.Anakin(AnyProbe(index), make_learner(key), num_envs=NUM_ENVS, rollout_length=ROLLOUT_LENGTH)
 
 
-def _train(make_learner: Callable[[PRNGKeyArray], pr.learners.AbstractLearner]) -> pr.networks.AbstractNetwork:
+def _train_population(
+    make_learner: Callable[[PRNGKeyArray], pr.learners.AbstractLearner],
+) -> tuple[pr.Population, pr.AnakinState]:
     """Trains a learner on every probe (seeds 0 to `NUM_SEEDS - 1`, each drawing its network
-    from `jax.random.key(seed)`); returns the trained networks, stacked probe-major."""
+    from `jax.random.key(seed)`), as one population of members stacked probe-major."""
     indices = jnp.repeat(jnp.arange(len(PROBES)), NUM_SEEDS)
     keys = jnp.tile(jax.vmap(jax.random.key)(jnp.arange(NUM_SEEDS)), len(PROBES))
     population = pr.Population(functools.partial(_make_pipeline, make_learner), (indices, keys))
     result = population.train(population.init(jax.random.key(NUM_SEEDS)), num_updates=NUM_UPDATES)
-    return population.networks(result.state)
+    return population, result.state
+
+
+def _on_observations(networks: pr.networks.AbstractNetwork):
+    """The outputs of stacked networks at every observation of `OBSERVATIONS`."""
+    return eqx.filter_vmap(lambda network: jax.vmap(lambda o: network(o, ())[0])(jnp.asarray(OBSERVATIONS)))(networks)
+
+
+SHAPE = (len(PROBES), NUM_SEEDS, len(OBSERVATIONS))
 
 
 @pytest.mark.parametrize("name", PROBE_LEARNERS)
@@ -274,17 +284,53 @@ def test_learner_solves_every_probe(name):
     """At every observation of every probe, each seed's trained network predicts the probe's
     analytic values within `TOLERANCE` (the Q-values of both actions, or the value of the
     optimal policy), and prefers the optimal action where the probe rewards one."""
-    networks = _train(PROBE_LEARNERS[name])
-    outputs = eqx.filter_vmap(lambda network: jax.vmap(lambda o: network(o, ())[0])(jnp.asarray(OBSERVATIONS)))(
-        networks
-    )
-    shape = (len(PROBES), NUM_SEEDS, len(OBSERVATIONS))
+    population, state = _train_population(PROBE_LEARNERS[name])
+    outputs = _on_observations(population.networks(state))
     q_learner = isinstance(outputs, pr.AbstractActionValues)
     if q_learner:
-        learnt = preferences = np.asarray(outputs.q_values).reshape(*shape, 2)
+        learnt = preferences = np.asarray(outputs.q_values).reshape(*SHAPE, 2)
     else:
-        learnt = np.asarray(outputs.value).reshape(shape)
-        preferences = np.asarray(outputs.logits).reshape(*shape, 2)
+        learnt = np.asarray(outputs.value).reshape(SHAPE)
+        preferences = np.asarray(outputs.logits).reshape(*SHAPE, 2)
+    _assert_solved(learnt, preferences, q_learner)
+
+
+def _discrete_sac(key: PRNGKeyArray) -> pr.learners.DiscreteSACLearner:
+    """Discrete SAC steered to a near-greedy policy (0.05 nats), so that its soft values
+    approach the probes' analytic ones."""
+    actor_key, *critic_keys = jax.random.split(key, 3)
+    return pr.learners.DiscreteSACLearner(
+        helpers.logit_network(actor_key, (1,), 2),
+        [_q_network(critic_key) for critic_key in critic_keys],
+        OPTIMIZER,
+        OPTIMIZER,
+        OPTIMIZER,
+        buffer_size=512,
+        batch_size=32,
+        min_replay_size=64,
+        discount=DISCOUNT,
+        target_entropy=0.05,
+        tau=0.05,
+    )
+
+
+def test_discrete_sac_solves_every_probe():
+    """Discrete SAC's twin critics (their minimum) predict the probes' analytic Q-values, and
+    its actor prefers the optimal action where a probe rewards one."""
+    population, state = _train_population(_discrete_sac)
+    learner = population.member(0).learner
+    assert isinstance(learner, pr.learners.DiscreteSACLearner)
+    critics = eqx.filter_vmap(lambda params: pr.learners.with_params(learner.critic, params))(
+        state.learner.critic_params
+    )
+    values = eqx.filter_vmap(lambda critic: _on_observations(critic).q_values)(critics)
+    learnt = np.min(np.asarray(values), axis=1).reshape(*SHAPE, 2)  # [members, critics, observations, 2]
+    preferences = np.asarray(_on_observations(population.networks(state)).logits).reshape(*SHAPE, 2)
+    _assert_solved(learnt, preferences, q_learner=True)
+
+
+def _assert_solved(learnt: np.ndarray, preferences: np.ndarray, q_learner: bool) -> None:
+    """Every seed's learnt values within `TOLERANCE` of the analytic ones, and its preferred action optimal."""
     failures = []
     for p, probe in enumerate(PROBES):
         for observation in np.asarray(probe.observations):

@@ -25,6 +25,7 @@ from .learner import (
 from .off_policy import (
     AbstractActorCriticLearner as AbstractActorCriticLearner,
     AbstractActorCriticState as AbstractActorCriticState,
+    DiscreteSACLearner as DiscreteSACLearner,
     SACLearner as SACLearner,
     SACState as SACState,
     TD3Learner as TD3Learner,
@@ -47,6 +48,7 @@ __all__ = [
     "apply_gradients",
     "as_transitions",
     "check_agent_fits",
+    "DiscreteSACLearner",
     "DQNLearner",
     "ddpg",
     "DQNState",

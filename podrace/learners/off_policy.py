@@ -1,12 +1,16 @@
-"""Off-policy actor-critic learners for continuous actions: TD3 (and DDPG as its special case) and SAC.
+"""Off-policy actor-critic learners: TD3 (and DDPG as its special case) and SAC for
+continuous actions, and SAC for discrete ones.
 
-Both keep an actor network, a [`podrace.networks.AbstractCritic`][] of one or more Q(s, a)
-estimates, Polyak-averaged target copies, one optax optimiser per part and a
+Each keeps an actor network, one or more critics (a [`podrace.networks.AbstractCritic`][]
+of Q(s, a) estimates, or Q-networks of every action's value for discrete SAC),
+Polyak-averaged target copies, one optax optimiser per part and a
 [`podrace.learners.SequenceReplay`][] of one-step transitions on the device.
 """
 
 import functools
-from typing import TypeVar, final
+import math
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -14,7 +18,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
-from .._types import AbstractSpace, DeterministicAction, TanhGaussianParams, TimeStep, Trajectory
+from .._types import AbstractSpace, DeterministicAction, PolicyLogits, QValues, TanhGaussianParams, TimeStep, Trajectory
 from .._validation import (
     check_agent_fits,
     check_in_unit_interval,
@@ -25,7 +29,7 @@ from .._validation import (
 from ..agent import Agent
 from ..losses import transition_mask
 from ..networks import AbstractCritic, AbstractNetwork
-from ..policies import AbstractPolicy, GaussianNoise, TanhGaussian, tanh_gaussian_step
+from ..policies import AbstractPolicy, Categorical, GaussianNoise, Greedy, TanhGaussian, tanh_gaussian_step
 from ..results import UpdateMetrics
 from .learner import gradient_step, with_params
 from .replay import AbstractReplayLearner, AbstractReplayState, SequenceReplay
@@ -82,14 +86,17 @@ class AbstractActorCriticState(AbstractReplayState):
 
 
 ActorCriticStateT = TypeVar("ActorCriticStateT", bound=AbstractActorCriticState)
+CriticT = TypeVar("CriticT", bound=AbstractCritic | AbstractNetwork)
 
 
-class AbstractActorCriticLearner(AbstractReplayLearner[ActorCriticStateT]):
+class AbstractActorCriticLearner(AbstractReplayLearner[ActorCriticStateT], Generic[ActorCriticStateT, CriticT]):
     """An off-policy actor-critic learner: an actor network that acts through an
-    exploration policy, and a [`podrace.networks.AbstractCritic`][] learnt beside it."""
+    exploration policy, and a critic learnt beside it: a [`podrace.networks.AbstractCritic`][]
+    of Q(s, a), or Q-networks of every discrete action's value stacked into one network
+    (their arrays with a leading axis of critics)."""
 
     actor: eqx.AbstractVar[AbstractNetwork]
-    critic: eqx.AbstractVar[AbstractCritic]
+    critic: eqx.AbstractVar[CriticT]
     exploration: eqx.AbstractVar[AbstractPolicy]
 
     def initial_agent(self) -> Agent:
@@ -106,7 +113,11 @@ class AbstractActorCriticLearner(AbstractReplayLearner[ActorCriticStateT]):
     ) -> None:
         del num_envs  # any number: each environment has its own row of the replay buffer
         check_agent_fits(self.actor, self.exploration, action_space, observation, env_name=env_name)
-        self.critic.check_fits(action_space, observation, env_name=env_name)
+        if isinstance(self.critic, AbstractCritic):
+            self.critic.check_fits(action_space, observation, env_name=env_name)
+        else:  # stacked Q-networks: the first must value the environment's actions
+            first = jax.tree.map(lambda x: x[0] if eqx.is_array(x) else x, self.critic)
+            check_agent_fits(first, Greedy(), action_space, observation, env_name=env_name)
 
 
 @final
@@ -139,7 +150,7 @@ class TD3State(AbstractActorCriticState):
 
 
 @final
-class TD3Learner(AbstractActorCriticLearner[TD3State]):
+class TD3Learner(AbstractActorCriticLearner[TD3State, AbstractCritic]):
     """Twin Delayed DDPG: a deterministic actor climbing its critic, learnt from replay.
 
     Each gradient step regresses every critic onto
@@ -352,6 +363,77 @@ def ddpg(
     return TD3Learner(actor, critic, actor_optimizer, critic_optimizer, target_noise=0.0, policy_delay=1, **kwargs)
 
 
+def _sac_init(learner: "SACLearner | DiscreteSACLearner", key: PRNGKeyArray, timestep: TimeStep) -> "SACState":
+    """A SAC learner's initial state, with an empty replay buffer sized for the environments of `timestep`."""
+    replay = learner.replay.init_for(learner.initial_agent(), timestep)
+    actor_params = eqx.filter(learner.actor, eqx.is_inexact_array)
+    critic_params = eqx.filter(learner.critic, eqx.is_inexact_array)
+    log_temperature = jnp.log(learner.initial_temperature)
+    zero = jnp.asarray(0, jnp.int32)
+    return SACState(
+        actor_params=actor_params,
+        critic_params=critic_params,
+        target_critic_params=critic_params,
+        log_temperature=log_temperature,
+        actor_opt_state=learner.actor_optimizer.init(actor_params),
+        critic_opt_state=learner.critic_optimizer.init(critic_params),
+        temperature_opt_state=learner.temperature_optimizer.init(log_temperature),
+        replay=replay,
+        num_updates=zero,
+        num_gradient_steps=zero,
+        num_transitions=zero,
+        key=key,
+    )
+
+
+def _sac_temperature_and_targets(
+    learner: "SACLearner | DiscreteSACLearner",
+    state: "SACState",
+    step: Callable[..., tuple[PyTree[Array], optax.OptState, UpdateMetrics]],
+    critic: tuple[PyTree[Array], optax.OptState, UpdateMetrics],
+    actor: tuple[PyTree[Array], optax.OptState, UpdateMetrics],
+) -> tuple["SACState", UpdateMetrics]:
+    """The end of a SAC step, after the critics' and the actor's: the temperature steps
+    against the actor's `entropy` term over `target_entropy`, the target critics follow
+    by Polyak averaging, and the state takes every new part."""
+    critic_params, critic_opt_state, critic_metrics = critic
+    actor_params, actor_opt_state, actor_metrics = actor
+    entropy = jax.lax.stop_gradient(actor_metrics.terms["entropy"])
+
+    def temperature_objective(log_temperature):
+        loss = log_temperature * (entropy - learner.target_entropy)
+        return loss, {"temperature": loss, "alpha": jnp.exp(log_temperature)}
+
+    log_temperature, temperature_opt_state, temperature_metrics = step(
+        learner.temperature_optimizer, state.log_temperature, state.temperature_opt_state, temperature_objective
+    )
+    target_critic_params = optax.incremental_update(critic_params, state.target_critic_params, learner.tau)
+    state = eqx.tree_at(
+        lambda s: (
+            s.actor_params,
+            s.critic_params,
+            s.target_critic_params,
+            s.log_temperature,
+            s.actor_opt_state,
+            s.critic_opt_state,
+            s.temperature_opt_state,
+            s.num_gradient_steps,
+        ),
+        state,
+        (
+            actor_params,
+            critic_params,
+            target_critic_params,
+            log_temperature,
+            actor_opt_state,
+            critic_opt_state,
+            temperature_opt_state,
+            state.num_gradient_steps + 1,
+        ),
+    )
+    return state, _merge(critic_metrics, actor_metrics, temperature_metrics)
+
+
 @final
 class SACState(AbstractActorCriticState):
     """Everything a [`podrace.learners.SACLearner`][] updates.
@@ -381,7 +463,7 @@ class SACState(AbstractActorCriticState):
 
 
 @final
-class SACLearner(AbstractActorCriticLearner[SACState]):
+class SACLearner(AbstractActorCriticLearner[SACState, AbstractCritic]):
     """Soft Actor-Critic with a learned temperature: a tanh-squashed Gaussian actor, twin
     critics with a Polyak-averaged target, learnt from replay.
 
@@ -473,25 +555,7 @@ class SACLearner(AbstractActorCriticLearner[SACState]):
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> SACState:
         """The initial state, with an empty replay buffer sized for the environments of `timestep`."""
-        replay = self.replay.init_for(self.initial_agent(), timestep)
-        actor_params = eqx.filter(self.actor, eqx.is_inexact_array)
-        critic_params = eqx.filter(self.critic, eqx.is_inexact_array)
-        log_temperature = jnp.log(self.initial_temperature)
-        zero = jnp.asarray(0, jnp.int32)
-        return SACState(
-            actor_params=actor_params,
-            critic_params=critic_params,
-            target_critic_params=critic_params,
-            log_temperature=log_temperature,
-            actor_opt_state=self.actor_optimizer.init(actor_params),
-            critic_opt_state=self.critic_optimizer.init(critic_params),
-            temperature_opt_state=self.temperature_optimizer.init(log_temperature),
-            replay=replay,
-            num_updates=zero,
-            num_gradient_steps=zero,
-            num_transitions=zero,
-            key=key,
-        )
+        return _sac_init(self, key, timestep)
 
     def _sample_actions(self, actor_params: PyTree[Array], observation, key: PRNGKeyArray):
         """Reparameterised actions of the actor and their log-probabilities, one per observation."""
@@ -531,40 +595,190 @@ class SACLearner(AbstractActorCriticLearner[SACState]):
             state.actor_opt_state,
             actor_objective,
         )
-        entropy = jax.lax.stop_gradient(actor_metrics.terms["entropy"])
+        critic = (critic_params, critic_opt_state, critic_metrics)
+        return _sac_temperature_and_targets(self, state, step, critic, (actor_params, actor_opt_state, actor_metrics))
 
-        def temperature_objective(log_temperature):
-            loss = log_temperature * (entropy - self.target_entropy)
-            return loss, {"temperature": loss, "alpha": jnp.exp(log_temperature)}
 
-        log_temperature, temperature_opt_state, temperature_metrics = step(
-            self.temperature_optimizer,
-            state.log_temperature,
-            state.temperature_opt_state,
-            temperature_objective,
+def _stacked(owner: str, critics: Sequence[AbstractNetwork]) -> AbstractNetwork:
+    """The critics as one network whose arrays have a leading axis of critics (for `filter_vmap`)."""
+    critics = tuple(critics)
+    if not critics:
+        raise ValueError(f"{owner} needs at least one critic network (two for twin critics).")
+    arrays, static = eqx.partition(critics[0], eqx.is_array)
+    for index, critic in enumerate(critics[1:], start=1):
+        other_arrays, other_static = eqx.partition(critic, eqx.is_array)
+        shapes = jax.tree.map(lambda x: x.shape, (arrays, other_arrays))
+        if jax.tree.structure(other_arrays) != jax.tree.structure(arrays) or shapes[0] != shapes[1]:
+            raise ValueError(
+                f"{owner}: critic {index} differs in structure or shapes from critic 0; build every critic "
+                "the same way, each from its own key."
+            )
+        del other_static
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *(eqx.filter(c, eqx.is_array) for c in critics))
+    return eqx.combine(stacked, static)
+
+
+@final
+class DiscreteSACLearner(AbstractActorCriticLearner[SACState, AbstractNetwork]):
+    """Soft Actor-Critic for discrete actions: a categorical actor and twin Q-networks
+    that value every action at once, with a learned temperature, learnt from replay.
+
+    With `pi = softmax(logits(s))` and `alpha = exp(log_temperature)`, each gradient step
+    takes the expectations over actions exactly, where [`podrace.learners.SACLearner`][]
+    samples them:
+
+    - the critics regress `Q_i(s, a)` onto
+        `r + discount * d * sum_a' pi(a'|s') (min_i Q'_i(s', a') - alpha log pi(a'|s'))`;
+    - the actor minimises `sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a))` on the
+        critics just updated;
+    - the temperature minimises `log_temperature * (H(pi(.|s)) - target_entropy)`;
+    - the target critics move by `target <- (1 - tau) target + tau online`.
+
+    Reference: Christodoulou, "Soft Actor-Critic for Discrete Action Settings", 2019;
+    Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", 2018.
+
+    **Arguments:**
+
+    - `actor`: a feed-forward network with a [`podrace.networks.PolicyLogitHead`][].
+    - `critics`: feed-forward networks with a [`podrace.networks.QValueHead`][], built
+        alike from keys of their own (two for twin critics); the learner stacks them into
+        one `critic`, evaluated with `eqx.filter_vmap`.
+    - `actor_optimizer`, `critic_optimizer`, `temperature_optimizer`: optax gradient
+        transformations.
+    - `exploration`: the behaviour policy, [`podrace.policies.Categorical`][] by default.
+    - `buffer_size`, `batch_size`, `discount`, `tau`, `min_replay_size`, `gradient_steps`,
+        `check_nans`: as in [`podrace.learners.TD3Learner`][].
+    - `initial_temperature`: alpha before learning, > 0.
+    - `target_entropy`: the entropy the temperature steers to; `None` for 0.98 times the
+        uniform policy's, `0.98 log(num_actions)` (the paper's).
+    """
+
+    actor: AbstractNetwork
+    critic: AbstractNetwork
+    actor_optimizer: optax.GradientTransformation
+    critic_optimizer: optax.GradientTransformation
+    temperature_optimizer: optax.GradientTransformation
+    exploration: AbstractPolicy
+    replay: SequenceReplay
+    num_critics: int = eqx.field(static=True)
+    batch_size: int = eqx.field(static=True)
+    discount: Float[Array, ""]
+    tau: Float[Array, ""]
+    initial_temperature: Float[Array, ""]
+    target_entropy: Float[Array, ""]
+    min_replay_size: int = eqx.field(static=True)
+    gradient_steps: int = eqx.field(static=True)
+    check_nans: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        actor: AbstractNetwork,
+        critics: Sequence[AbstractNetwork],
+        actor_optimizer: optax.GradientTransformation,
+        critic_optimizer: optax.GradientTransformation,
+        temperature_optimizer: optax.GradientTransformation,
+        *,
+        exploration: AbstractPolicy | None = None,
+        buffer_size: int,
+        batch_size: int,
+        discount: ArrayLike = 0.99,
+        tau: ArrayLike = 0.005,
+        initial_temperature: ArrayLike = 1.0,
+        target_entropy: ArrayLike | None = None,
+        min_replay_size: int = 100,
+        gradient_steps: int = 1,
+        check_nans: bool = False,
+    ):
+        self.actor = actor
+        self.critic = _stacked("DiscreteSACLearner", critics)
+        self.num_critics = len(tuple(critics))
+        self.actor_optimizer = actor_optimizer
+        self.critic_optimizer = critic_optimizer
+        self.temperature_optimizer = temperature_optimizer
+        self.exploration = Categorical() if exploration is None else exploration
+        self.replay = SequenceReplay(buffer_size, 2)
+        self.batch_size = batch_size
+        self.discount = jnp.asarray(discount, jnp.float32)
+        self.tau = jnp.asarray(tau, jnp.float32)
+        self.initial_temperature = jnp.asarray(initial_temperature, jnp.float32)
+        target_entropy = 0.98 * math.log(actor.num_actions) if target_entropy is None else target_entropy
+        self.target_entropy = jnp.asarray(target_entropy, jnp.float32)
+        self.min_replay_size = min_replay_size
+        self.gradient_steps = gradient_steps
+        self.check_nans = check_nans
+
+    def __check_init__(self):
+        owner = "DiscreteSACLearner"
+        if not issubclass(self.actor.output_type, PolicyLogits):
+            raise ValueError(
+                f"{owner} needs an actor emitting PolicyLogits, but the actor emits "
+                f"{self.actor.output_type.__name__}; give it a PolicyLogitHead."
+            )
+        if not issubclass(self.critic.output_type, QValues):
+            raise ValueError(
+                f"{owner} needs critics emitting QValues, but they emit {self.critic.output_type.__name__}; "
+                "give them a QValueHead."
+            )
+        if jax.tree.leaves(self.actor.initial_carry()) or jax.tree.leaves(self.critic.initial_carry()):
+            raise ValueError(f"{owner} replays feed-forward networks only; a network has a recurrent carry.")
+        if self.critic.num_actions != self.actor.num_actions:
+            raise ValueError(
+                f"{owner}: the critics value {self.critic.num_actions} actions but the actor has "
+                f"{self.actor.num_actions}; build both for the environment's actions."
+            )
+        for name in ("batch_size", "min_replay_size", "gradient_steps"):
+            check_positive_int(owner, name, getattr(self, name))
+        check_in_unit_interval(owner, "discount", self.discount)
+        check_in_unit_interval(owner, "tau", self.tau)
+        check_positive(owner, "initial_temperature", self.initial_temperature)
+
+    def init(self, key: PRNGKeyArray, timestep: TimeStep) -> SACState:
+        """The initial state, with an empty replay buffer sized for the environments of `timestep`."""
+        return _sac_init(self, key, timestep)
+
+    def _q_values(self, critic_params: PyTree[Array], observation) -> Float[Array, "batch critics actions"]:
+        """Every critic's action values of a batch of observations."""
+        critic = with_params(self.critic, critic_params)
+        values = eqx.filter_vmap(lambda c: jax.vmap(lambda o: c(o, ())[0].q_values)(observation))(critic)
+        return jnp.moveaxis(values, 0, 1)
+
+    def _log_policy(self, actor_params: PyTree[Array], observation) -> Float[Array, "batch actions"]:
+        actor = with_params(self.actor, actor_params)
+        return jax.nn.log_softmax(jax.vmap(lambda o: actor(o, ())[0].logits)(observation))
+
+    def learn_step(self, state: SACState, key: PRNGKeyArray, axis_name: str | None) -> tuple[SACState, UpdateMetrics]:
+        batch = self.replay.sample(state.replay, key, self.batch_size)
+        observation, action, reward, discount, next_observation, mask = _one_step_batch(batch)
+        step = functools.partial(gradient_step, axis_name=axis_name, check_nans=self.check_nans)
+        temperature = jnp.exp(state.log_temperature)
+        num_transitions = jnp.maximum(jnp.sum(mask), 1.0)
+
+        next_log_policy = self._log_policy(state.actor_params, next_observation)
+        next_values = jnp.min(self._q_values(state.target_critic_params, next_observation), axis=1)
+        soft_value = jnp.sum(jnp.exp(next_log_policy) * (next_values - temperature * next_log_policy), axis=-1)
+        target = jax.lax.stop_gradient(reward + self.discount * discount * soft_value)
+
+        def critic_objective(params):
+            values = self._q_values(params, observation)  # [batch, critics, actions]
+            taken = jnp.take_along_axis(values, action[:, None, None], axis=-1)[..., 0]
+            loss = jnp.mean(mask * jnp.sum(jnp.square(taken - target[:, None]), axis=-1))
+            return loss, {"critic": loss}
+
+        critic_params, critic_opt_state, critic_metrics = step(
+            self.critic_optimizer, state.critic_params, state.critic_opt_state, critic_objective
         )
-        target_critic_params = optax.incremental_update(critic_params, state.target_critic_params, self.tau)
-        state = eqx.tree_at(
-            lambda s: (
-                s.actor_params,
-                s.critic_params,
-                s.target_critic_params,
-                s.log_temperature,
-                s.actor_opt_state,
-                s.critic_opt_state,
-                s.temperature_opt_state,
-                s.num_gradient_steps,
-            ),
-            state,
-            (
-                actor_params,
-                critic_params,
-                target_critic_params,
-                log_temperature,
-                actor_opt_state,
-                critic_opt_state,
-                temperature_opt_state,
-                state.num_gradient_steps + 1,
-            ),
+        values = jax.lax.stop_gradient(jnp.min(self._q_values(critic_params, observation), axis=1))
+
+        def actor_objective(params):
+            log_policy = self._log_policy(params, observation)
+            policy = jnp.exp(log_policy)
+            per_state = jnp.sum(policy * (temperature * log_policy - values), axis=-1)
+            entropy = -jnp.sum(policy * log_policy, axis=-1)
+            loss = jnp.sum(mask * per_state) / num_transitions
+            return loss, {"actor": loss, "entropy": jnp.sum(mask * entropy) / num_transitions}
+
+        actor_params, actor_opt_state, actor_metrics = step(
+            self.actor_optimizer, state.actor_params, state.actor_opt_state, actor_objective
         )
-        return state, _merge(critic_metrics, actor_metrics, temperature_metrics)
+        critic = (critic_params, critic_opt_state, critic_metrics)
+        return _sac_temperature_and_targets(self, state, step, critic, (actor_params, actor_opt_state, actor_metrics))
