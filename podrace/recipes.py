@@ -544,6 +544,7 @@ class CleanRLPQN(AbstractSettings):
         return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
 
 
+@final
 class PurejaxqlPQN(AbstractSettings):
     """purejaxql's `pqn_minatar.py` (its `config/alg/pqn_minatar.yaml`).
 
