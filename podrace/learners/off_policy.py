@@ -604,18 +604,19 @@ def _stacked(owner: str, critics: Sequence[AbstractNetwork]) -> AbstractNetwork:
     critics = tuple(critics)
     if not critics:
         raise ValueError(f"{owner} needs at least one critic network (two for twin critics).")
-    arrays, static = eqx.partition(critics[0], eqx.is_array)
+
+    def layout(critic: AbstractNetwork):
+        leaves, structure = jax.tree.flatten(eqx.filter(critic, eqx.is_array))
+        return structure, [leaf.shape for leaf in leaves]
+
     for index, critic in enumerate(critics[1:], start=1):
-        other_arrays, other_static = eqx.partition(critic, eqx.is_array)
-        shapes = jax.tree.map(lambda x: x.shape, (arrays, other_arrays))
-        if jax.tree.structure(other_arrays) != jax.tree.structure(arrays) or shapes[0] != shapes[1]:
+        if layout(critic) != layout(critics[0]):
             raise ValueError(
                 f"{owner}: critic {index} differs in structure or shapes from critic 0; build every critic "
                 "the same way, each from its own key."
             )
-        del other_static
     stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *(eqx.filter(c, eqx.is_array) for c in critics))
-    return eqx.combine(stacked, static)
+    return eqx.combine(stacked, eqx.filter(critics[0], eqx.is_array, inverse=True))
 
 
 @final
