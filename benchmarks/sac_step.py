@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import optax
 from off_policy_sps import SETTINGS, sac_pipeline
 
+from podrace.learners import SACLearner
+
 
 SAC = SETTINGS["sac"]
 BATCH, OBSERVATION_SIZE, ACTION_SIZE = SAC["batch_size"], 3, 1
@@ -128,7 +130,10 @@ def _handwritten_state(key: jax.Array):
 
 def _flops(function, *args) -> float:
     cost = jax.jit(function).lower(*args).compile().cost_analysis()
-    return (cost[0] if isinstance(cost, list) else cost)["flops"]
+    cost = cost[0] if isinstance(cost, list) else cost
+    if not cost or "flops" not in cost:
+        raise SystemExit("XLA gives no operation count on this backend.")
+    return float(cost["flops"])
 
 
 def main() -> None:
@@ -139,6 +144,7 @@ def main() -> None:
 
     pipeline = sac_pipeline(jax.random.key(0), SAC)
     learner = pipeline.learner
+    assert isinstance(learner, SACLearner)
     state = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2_000).state  # fills the replay
     arrays, static = eqx.partition(state.learner, eqx.is_array)
 
