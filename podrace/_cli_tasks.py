@@ -460,18 +460,19 @@ def _discrete_sac_learner(
     critics = [network(lambda k: QValueHead(features, num_actions, key=k), k) for k in critic_keys]
     optimizer = _optimizer(settings)
     return DiscreteSACLearner(
-        actor,
-        critics,
-        optimizer,
-        optimizer,
-        optimizer,
+        actor, critics, optimizer, optimizer, optimizer, target_entropy=settings.target_entropy, **_replay(settings)
+    )
+
+
+def _replay(settings: Settings) -> dict[str, Any]:
+    """The replay and target settings every off-policy actor-critic learner takes."""
+    return dict(
         buffer_size=settings.buffer_size,
         batch_size=settings.batch_size,
         discount=settings.discount,
         tau=settings.tau,
         min_replay_size=settings.min_replay_size,
         gradient_steps=settings.gradient_steps,
-        target_entropy=settings.target_entropy,
     )
 
 
@@ -509,14 +510,7 @@ def _actor_critic_learner(
         key=critic_key,
     )
     optimizer = _optimizer(settings)
-    replay: dict[str, Any] = dict(
-        buffer_size=settings.buffer_size,
-        batch_size=settings.batch_size,
-        discount=settings.discount,
-        tau=settings.tau,
-        min_replay_size=settings.min_replay_size,
-        gradient_steps=settings.gradient_steps,
-    )
+    replay = _replay(settings)
     # Uniformly random actions for the first `random_steps` environment steps.
     random_actions = optax.piecewise_constant_schedule(float(settings.random_steps > 0), {settings.random_steps: 0.0})
     if settings.algo == "sac":

@@ -527,21 +527,47 @@ class CleanRLPQN(AbstractSettings):
         epsilon = optax.linear_schedule(self.start_e, self.end_e, int(self.exploration_fraction * self.total_timesteps))
         # podrace's loss halves CleanRL's mean squared error, and so its gradient: clipped at
         # half the norm, the clipped gradient is half CleanRL's, which RAdam steps alike.
-        optimizer = optax.chain(
-            optax.clip_by_global_norm(self.max_grad_norm / 2),
-            optax.scale_by_radam(),
-            optax.scale_by_learning_rate(self.learning_rate_at),
-        )
-        learner = Learner(
+        learner = _pqn_learner(
             network,
-            EpsilonGreedy(epsilon),
-            PQNLoss(discount=self.gamma, lambda_=self.q_lambda),
-            optimizer,
+            epsilon,
+            discount=self.gamma,
+            lambda_=self.q_lambda,
+            max_grad_norm=self.max_grad_norm / 2,
+            learning_rate=self.learning_rate_at,
             num_epochs=self.update_epochs,
             num_minibatches=self.num_minibatches,
-            minibatches_of="transitions",
         )
         return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
+
+
+def _pqn_learner(
+    network: FeedForwardNetwork,
+    epsilon: optax.Schedule,
+    *,
+    discount: float,
+    lambda_: float,
+    max_grad_norm: float,
+    learning_rate: optax.Schedule,
+    num_epochs: int,
+    num_minibatches: int,
+) -> Learner:
+    """PQN as CleanRL and purejaxql train it: epsilon-greedy over environment steps, Q(lambda)
+    returns, gradients clipped by global norm, then RAdam at `learning_rate` (a schedule over
+    gradient steps), in epochs of minibatches of single transitions."""
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(max_grad_norm),
+        optax.scale_by_radam(),
+        optax.scale_by_learning_rate(learning_rate),
+    )
+    return Learner(
+        network,
+        EpsilonGreedy(epsilon),
+        PQNLoss(discount=discount, lambda_=lambda_),
+        optimizer,
+        num_epochs=num_epochs,
+        num_minibatches=num_minibatches,
+        minibatches_of="transitions",
+    )
 
 
 @final
@@ -619,18 +645,15 @@ class PurejaxqlPQN(AbstractSettings):
             progress = jnp.clip((jnp.asarray(steps) // steps_per_update) / decay_updates, 0.0, 1.0)
             return self.eps_start + (self.eps_finish - self.eps_start) * progress
 
-        learner = Learner(
+        learner = _pqn_learner(
             network,
-            EpsilonGreedy(epsilon),
-            PQNLoss(discount=self.gamma, lambda_=self.lambda_),
-            optax.chain(
-                optax.clip_by_global_norm(self.max_grad_norm),
-                optax.scale_by_radam(),
-                optax.scale_by_learning_rate(self.learning_rate_at),
-            ),
+            epsilon,
+            discount=self.gamma,
+            lambda_=self.lambda_,
+            max_grad_norm=self.max_grad_norm,
+            learning_rate=self.learning_rate_at,
             num_epochs=self.num_epochs,
             num_minibatches=self.num_minibatches,
-            minibatches_of="transitions",
         )
         return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
 

@@ -363,6 +363,15 @@ def ddpg(
     return TD3Learner(actor, critic, actor_optimizer, critic_optimizer, target_noise=0.0, policy_delay=1, **kwargs)
 
 
+def _check_sac_settings(owner: str, learner: "SACLearner | DiscreteSACLearner") -> None:
+    """Raises `ValueError` naming the setting of a SAC learner that is out of its range."""
+    for name in ("batch_size", "min_replay_size", "gradient_steps"):
+        check_positive_int(owner, name, getattr(learner, name))
+    check_in_unit_interval(owner, "discount", learner.discount)
+    check_in_unit_interval(owner, "tau", learner.tau)
+    check_positive(owner, "initial_temperature", learner.initial_temperature)
+
+
 def _sac_init(learner: "SACLearner | DiscreteSACLearner", key: PRNGKeyArray, timestep: TimeStep) -> "SACState":
     """A SAC learner's initial state, with an empty replay buffer sized for the environments of `timestep`."""
     replay = learner.replay.init_for(learner.initial_agent(), timestep)
@@ -547,11 +556,7 @@ class SACLearner(AbstractActorCriticLearner[SACState, AbstractCritic]):
 
     def __check_init__(self):
         _check_actor_critic("SACLearner", self.actor, self.critic, TanhGaussianParams)
-        for name in ("batch_size", "min_replay_size", "gradient_steps"):
-            check_positive_int("SACLearner", name, getattr(self, name))
-        check_in_unit_interval("SACLearner", "discount", self.discount)
-        check_in_unit_interval("SACLearner", "tau", self.tau)
-        check_positive("SACLearner", "initial_temperature", self.initial_temperature)
+        _check_sac_settings("SACLearner", self)
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> SACState:
         """The initial state, with an empty replay buffer sized for the environments of `timestep`."""
@@ -727,11 +732,7 @@ class DiscreteSACLearner(AbstractActorCriticLearner[SACState, AbstractNetwork]):
                 f"{owner}: the critics value {self.critic.num_actions} actions but the actor has "
                 f"{self.actor.num_actions}; build both for the environment's actions."
             )
-        for name in ("batch_size", "min_replay_size", "gradient_steps"):
-            check_positive_int(owner, name, getattr(self, name))
-        check_in_unit_interval(owner, "discount", self.discount)
-        check_in_unit_interval(owner, "tau", self.tau)
-        check_positive(owner, "initial_temperature", self.initial_temperature)
+        _check_sac_settings(owner, self)
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> SACState:
         """The initial state, with an empty replay buffer sized for the environments of `timestep`."""
