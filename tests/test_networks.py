@@ -240,6 +240,17 @@ def test_the_default_initialisation_draws_the_values_it_always_has():
     np.testing.assert_array_equal(layer.bias, np.asarray(bias, np.float32))
 
 
+def test_lecun_normal_draws_the_values_it_always_has():
+    """The values gymnax-blines' recipes were measured with, pinned (HeNormal shares its sampler)."""
+    initialization = pr.networks.LecunNormal(bias_scale=0.05)
+    layer = pr.networks.MLPTorso((2,), (3,), initialization=initialization, key=jax.random.key(0)).layers[0]
+    weight = [[1.170405387878418, 1.37843918800354], [-0.33173832297325134, -0.06031730771064758]]
+    weight += [[0.13505136966705322, -0.7336252927780151]]
+    bias = [0.015509731136262417, 0.034474026411771774, 0.03733832761645317]
+    np.testing.assert_array_equal(layer.weight, np.asarray(weight, np.float32))
+    np.testing.assert_array_equal(layer.bias, np.asarray(bias, np.float32))
+
+
 @pytest.mark.parametrize("name", INITIALISABLE)
 def test_orthogonal_weights_times_the_gain_and_zero_biases(name):
     gain = math.sqrt(2)

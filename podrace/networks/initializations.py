@@ -161,7 +161,7 @@ def _truncated_normal(
             value = bias_scale * chunk
         else:
             standard = jnp.clip(math.sqrt(2) * jax.lax.erf_inv(lower + (upper - lower) * chunk), -2.0, 2.0)
-            value = (math.sqrt(variance_scale / parameter.fan_in) / _TRUNCATED_STD) * standard
+            value = (math.sqrt(variance_scale) / math.sqrt(parameter.fan_in) / _TRUNCATED_STD) * standard
         values.append(value.reshape(parameter.shape).astype(parameter.dtype))
     return values
 
