@@ -27,7 +27,9 @@ FAST_COMPILATION = {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
 def tests(session: nox.Session) -> None:
     """Unit and contract tests, the Catch learning test included."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "not slow", *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION)
+    session.run(
+        "pytest", "-m", "not slow and not ecosystem", *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION
+    )
 
 
 @nox.session(python=PYTHON)
@@ -48,6 +50,15 @@ def slow(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def ecosystem(session: nox.Session) -> None:
+    """Every registered environment of the other packages (Brax, Navix, Jumanji, Craftax,
+    XLand-MiniGrid) through `check_env`: about an hour on two cores, so not in CI, which
+    checks one or a few of each package in the default session."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "ecosystem", *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION)
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check and format check."""
     session.install("ruff>=0.6")
@@ -58,7 +69,9 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """pyright over the package, examples and benchmarks."""
-    session.install("-e", ".[plot,bench,es,checkpoint,tensorboard,video]", "pyright>=1.1.380")
+    session.install(
+        "-e", ".[plot,bench,es,checkpoint,tensorboard,video,brax,navix,jumanji,craftax,xminigrid]", "pyright>=1.1.380"
+    )
     session.run("pyright")
 
 

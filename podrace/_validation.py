@@ -1,5 +1,7 @@
 """Construction-time conversions and checks that give a clear message instead of a deep XLA trace."""
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 import jax
@@ -29,6 +31,14 @@ def _concrete(value: ArrayLike) -> np.ndarray | None:
         return None
 
 
+def unknown_name(what: str, name: str, choices: Iterable[str]) -> str:
+    """The message for a `name` that is not among `choices`: the nearest ones, then all of them."""
+    choices = list(choices)
+    nearest = difflib.get_close_matches(name, choices, n=3, cutoff=0.4)
+    hint = f" Did you mean {' or '.join(nearest)}?" if nearest else ""
+    return f"No {what} {name!r}.{hint} The {what}s: {', '.join(choices)}."
+
+
 def check_in_unit_interval(owner: str, name: str, value: ArrayLike) -> None:
     """Raises `ValueError` unless every element of `value` lies in [0, 1]."""
     array = _concrete(value)
@@ -48,6 +58,27 @@ def check_non_negative(owner: str, name: str, value: ArrayLike) -> None:
     array = _concrete(value)
     if array is not None and not np.all(array >= 0):
         raise ValueError(f"{owner}: {name} must be non-negative, got {array}.")
+
+
+def check_optimizer_steps_are_finite(owner: str, name: str, optimizer: Any, params: PyTree[Array]) -> None:
+    """Raises `ValueError` when the optax optimiser's first step along gradients of ones is
+    not finite (a learning rate of NaN or infinity, say), before a run rather than after
+    its first update. The step is taken eagerly on parameters of ones with the ranks and
+    dtypes of `params` and one element each, so that it costs the same small programs for
+    every network; an optimiser that cannot step on those is not checked, nor one that is
+    traced (built from a population member's hyperparameters)."""
+    ones = jax.tree.map(lambda leaf: jnp.ones((1,) * jnp.ndim(leaf), jnp.result_type(leaf)), params)
+    try:
+        updates, _ = optimizer.update(ones, optimizer.init(ones), ones)
+    except (TypeError, ValueError):
+        return
+    steps = [_concrete(leaf) for leaf in jax.tree.leaves(updates)]
+    concrete = [step for step in steps if step is not None]
+    if len(concrete) == len(steps) and not all(np.all(np.isfinite(step)) for step in concrete):
+        raise ValueError(
+            f"{owner}: the {name}'s first step is not finite: give it finite hyperparameters (its learning rate, "
+            "say, or the values of its schedules)."
+        )
 
 
 def check_positive_int(owner: str, name: str, value: object) -> None:

@@ -27,7 +27,7 @@ from .compilation import enable_compilation_cache
 from .executors.evaluation import evaluate
 from .executors.population import Population, evaluate_population
 from .loggers import SINK_NAMES, make_sinks
-from .progress import plot_learning_curve, train_with_progress
+from .progress import import_pyplot, plot_learning_curve, train_with_progress
 
 
 if TYPE_CHECKING:
@@ -39,43 +39,61 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------------------
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+
+
+def _whole_number(text: str) -> int:
+    """An integer, written as one (`1000`) or as a float with no fractional part (`1e3`)."""
+    try:
+        return int(text)
+    except ValueError:
+        value = _number(text)
+    if not value.is_integer():  # NaN and infinities too
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}")
+    return int(value)
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text)
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
 
 
 def _non_negative_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text)
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative finite number, got {text}")
     return value
 
 
 def _finite_float(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
 
 
 def _unit_interval(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if not 0 <= value <= 1:  # NaN fails too
         raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text}")
     return value
@@ -122,7 +140,7 @@ def _sink_names(text: str) -> list[str]:
 # Each defaults to the task's value (see `podrace train ENV ALGO --show-settings`).
 _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = {
     "run": [
-        ("seed", int, "seed of the networks and the run (the first seed, with --seeds)"),
+        ("seed", _whole_number, "seed of the networks and the run (the first seed, with --seeds)"),
         ("seeds", _positive_int, "train this many seeds side by side as one population"),
         ("num-updates", _positive_int, "total learner updates (rounded up to whole calls)"),
         ("updates-per-call", _positive_int, "updates compiled into one call"),
@@ -232,6 +250,12 @@ def _add_train_parser(commands: Any) -> None:
     launch.add_argument("--coordinator-address", help="host:port of process 0, reachable from every process")
     launch.add_argument("--num-processes", type=_positive_int, help="the number of processes")
     launch.add_argument("--process-id", type=_non_negative_int, help="this process's index, from 0")
+    launch.add_argument(
+        "--coordinator-timeout",
+        type=_positive_float,
+        default=60.0,
+        help="seconds to wait for the coordinator to answer and for every process to join (default 60)",
+    )
     train.set_defaults(run=_train)
 
 
@@ -248,7 +272,7 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate_.add_argument("checkpoint_dir", metavar="CHECKPOINT_DIR", type=pathlib.Path, help="a --checkpoint-dir")
     evaluate_.add_argument("--step", type=_non_negative_int, help="which checkpoint (the latest by default)")
     evaluate_.add_argument("--num-episodes", type=_positive_int, default=100, help="episodes to play")
-    evaluate_.add_argument("--seed", type=int, default=0, help="seed of the evaluation")
+    evaluate_.add_argument("--seed", type=_whole_number, default=0, help="seed of the evaluation")
     evaluate_.add_argument("--member", type=_non_negative_int, default=0, help="the population member of the video")
     evaluate_.add_argument("--video", type=pathlib.Path, help="write one episode to this .gif or .mp4")
     _add_compilation_cache_flag(evaluate_)
@@ -266,7 +290,7 @@ def _add_reproduce_parser(commands: Any) -> None:
     reproduce.add_argument("name", metavar="NAME", nargs="?", help="a recipe (see --list)")
     reproduce.add_argument("--list", action="store_true", help="list every recipe, published and last measured")
     reproduce.add_argument("--seeds", type=_positive_int, default=5, help="seeds to run (default 5)")
-    reproduce.add_argument("--seed", type=int, default=0, help="the first seed")
+    reproduce.add_argument("--seed", type=_whole_number, default=0, help="the first seed")
     reproduce.add_argument(
         "--out", type=pathlib.Path, default=pathlib.Path("reproductions"), help="where results are saved and listed"
     )
@@ -299,6 +323,7 @@ def _settings(args: argparse.Namespace) -> tuple[tasks.Settings, Checkpointer | 
     """The run's settings and, with --checkpoint-dir, its checkpointer."""
     if args.resume and args.checkpoint_dir is None:
         raise ValueError("--resume needs --checkpoint-dir: the directory of the run to go on with.")
+    tasks.check_env_name(args.env)
     algo = args.algo or tasks.DEFAULT_ALGORITHMS.get(args.env, "ppo")
     checkpointer = None if args.checkpoint_dir is None else Checkpointer(args.checkpoint_dir)
     given = _given(args)
@@ -336,7 +361,9 @@ def _join_processes(args: argparse.Namespace) -> None:
         return
     if any(flag is None for flag in flags):
         raise ValueError("--coordinator-address, --num-processes and --process-id go together: give all three.")
-    distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
+    distributed.initialize(
+        args.coordinator_address, args.num_processes, args.process_id, timeout_s=args.coordinator_timeout
+    )
 
 
 def _make_host_run(settings: tasks.Settings) -> tuple[Any, jax.Array]:
@@ -376,6 +403,8 @@ def _train(args: argparse.Namespace) -> int:
         _print_settings(settings, say)
         if args.show_settings:
             return 0
+        if coordinator:
+            import_pyplot()  # the learning curve is drawn at the end: fail before training without matplotlib
         pipeline, key = _make_run(settings)
         state = pipeline.init(key)
         start = 0

@@ -105,6 +105,12 @@ def initialize(
     if coordinator_address is not None:
         _host_and_port(coordinator_address)
         if process_id not in (None, 0):
+            print(
+                f"podrace: process {process_id} waiting up to {timeout_s:g} s for the coordinator (process 0) to "
+                f"answer at {coordinator_address}",
+                file=sys.stderr,
+                flush=True,
+            )
             _wait_for_coordinator(coordinator_address, timeout_s)
         elif num_processes not in (None, 1):
             print(

@@ -129,6 +129,19 @@ def train_with_progress(
     return state, log
 
 
+def import_pyplot() -> Any:
+    """`matplotlib.pyplot` on a backend that needs no screen; an `ImportError` naming the
+    pip command when matplotlib is missing (call it before a run that plots at its end)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError('Plotting needs matplotlib: pip install "podrace[plot]"') from error
+    return plt
+
+
 def plot_learning_curve(log: TrainingLog, path: str | pathlib.Path, *, title: str = "") -> pathlib.Path:
     """Saves the mean episode return against environment steps as an image.
 
@@ -148,13 +161,7 @@ def plot_learning_curve(log: TrainingLog, path: str | pathlib.Path, *, title: st
 
     The path written.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise ImportError('Plotting needs matplotlib: pip install "podrace[plot]"') from error
+    plt = import_pyplot()
     path = pathlib.Path(path)
     returns = log.mean_episode_return.reshape(len(log.frames), -1)
     ended = np.any(np.isfinite(returns), axis=1)

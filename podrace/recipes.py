@@ -42,6 +42,7 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
 from ._types import AbstractActionValues, Box, DeterministicAction, Discrete
+from ._validation import unknown_name
 from ._version import __version__
 from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
 from .executors.anakin import Anakin
@@ -1180,11 +1181,7 @@ def find_recipe(name: str) -> Recipe:
     """The recipe called `name`; a `KeyError` naming the nearest ones and listing all otherwise."""
     if name in RECIPES:
         return RECIPES[name]
-    import difflib
-
-    nearest = difflib.get_close_matches(name, list(RECIPES), n=3, cutoff=0.4)
-    hint = f" Did you mean {' or '.join(nearest)}?" if nearest else ""
-    raise KeyError(f"No recipe {name!r}.{hint} The recipes: {', '.join(RECIPES)}.")
+    raise KeyError(unknown_name("recipe", name, RECIPES))
 
 
 @final

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 import rlax
 from jaxtyping import Array, Float, PRNGKeyArray
 
@@ -1123,3 +1124,14 @@ class MultideviceRuns:
             if process.poll() is None:
                 process.kill()
                 process.communicate()
+
+
+def every_env(env_ids: list[str], checked_by_default: tuple[str, ...]) -> list:
+    """Parameters of a test over every registered environment of another package: those
+    of `checked_by_default` in the default session, the others marked `ecosystem` (their
+    session, `nox -s ecosystem`, takes tens of minutes: each is compiled, and run eagerly
+    too, by `check_env`)."""
+    return [
+        env_id if env_id in checked_by_default else pytest.param(env_id, marks=pytest.mark.ecosystem)
+        for env_id in env_ids
+    ]

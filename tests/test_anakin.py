@@ -478,10 +478,13 @@ def test_anakin_wraps_the_environment_in_auto_reset_once():
 
 
 def test_check_nans_error_names_the_loss_term_first():
-    learner = helpers.make_learner(jax.random.key(0), optimizer=optax.sgd(float("nan")), check_nans=True)
+    learner = helpers.make_learner(jax.random.key(0), check_nans=True)
     pipeline = pr.Anakin(pr.envs.Catch(rows=5, columns=3), learner, num_envs=2, rollout_length=4)
+    state = pipeline.init(jax.random.key(0))
+    nan_params = jax.tree.map(lambda x: jnp.full_like(x, jnp.nan), state.learner.params)
+    state = eqx.tree_at(lambda s: s.learner.params, state, nan_params)
     with pytest.raises(FloatingPointError) as error:
-        pipeline.train(pipeline.init(jax.random.key(0)), num_updates=3)
+        pipeline.train(state, num_updates=3)
     assert str(error.value).startswith("podrace: loss term 'td_loss' is not finite")
     assert error.value.__suppress_context__  # the long compiled-program stack is not shown
 

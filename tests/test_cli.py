@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import jax
 import pytest
@@ -110,9 +111,40 @@ def test_c51_refuses_an_empty_support_with_a_message(capsys):
     assert "needs num_atoms >= 2 and v_min < v_max" in capsys.readouterr().err
 
 
-def test_an_unknown_env_is_reported(capsys):
-    assert cli.main(["train", "pong", *TINY]) == 2
-    assert "Unknown environment 'pong'" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ("catchh", r"No environment 'catchh'\. Did you mean catch.* The environments: catch, cartpole, .*gymnax:ID"),
+        ("gymnax:Acrobat-v1", r"No gymnax environment 'Acrobat-v1'\. Did you mean Acrobot-v1.* CartPole-v1, "),
+        ("gymnasium:CartPol-v1", r"No gymnasium environment 'CartPol-v1'\. Did you mean CartPole-v1.* Acrobot-v1"),
+    ],
+)
+def test_an_unknown_env_is_answered_with_the_nearest_ids_and_all_of_them(env, message, capsys):
+    assert cli.main(["train", env, *TINY]) == 2
+    error = capsys.readouterr().err
+    assert re.search(message, error), error
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        (["--num-updates", "1.5"], "argument --num-updates: must be a whole number, got '1.5'"),
+        (["--num-updates", "abc"], "argument --num-updates: must be a number, got 'abc'"),
+        (["--learning-rate", "x"], "argument --learning-rate: must be a number, got 'x'"),
+        (["--seed", "1e400"], "argument --seed: must be a whole number, got '1e400'"),
+    ],
+)
+def test_a_bad_number_is_answered_with_the_flag_and_what_it_takes(flag, message, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "catch", *flag])
+    error = capsys.readouterr().err
+    assert message in error and "_int" not in error and "_float" not in error, error
+
+
+def test_integral_floats_count_as_integers(capsys):
+    assert cli.main(["train", "catch", "--num-updates", "1e3", "--num-envs", "64.0", "--show-settings"]) == 0
+    settings = capsys.readouterr().out
+    assert "num_updates=1000," in settings and "num_envs=64," in settings
 
 
 @pytest.mark.parametrize(
@@ -256,6 +288,30 @@ def test_train_catch_over_two_processes_prints_once(tmp_path):
     # Process 1 prints nothing of its own (Gloo's connection line comes from C++).
     assert "catch td-lambda" not in out_1 and "mean episode reward" not in out_1, out_1
     assert (tmp_path / "0.png").exists() and not (tmp_path / "1.png").exists()
+
+
+def test_a_wrong_coordinator_address_ends_the_run_after_the_timeout_flag(tmp_path):
+    coordinator = f"127.0.0.1:{helpers.free_port()}"  # nobody listens there
+    launch = ["--coordinator-address", coordinator, "--num-processes", "2", "--process-id", "1"]
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "podrace.cli", "train", "catch", *launch, "--coordinator-timeout", "2"],
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert f"waiting up to 2 s for the coordinator (process 0) to answer at {coordinator}" in run.stderr
+    assert f"could not reach the coordinator at {coordinator} within 2 s" in run.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_train_without_matplotlib_stops_before_training(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    monkeypatch.setattr(cli, "train_with_progress", lambda *_, **__: pytest.fail("trained without matplotlib"))
+    assert cli.main(["train", "catch", *TINY]) == 2
+    assert 'Plotting needs matplotlib: pip install "podrace[plot]"' in capsys.readouterr().err
 
 
 def test_the_launch_flags_go_together(capsys):

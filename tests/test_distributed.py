@@ -38,6 +38,8 @@ def test_a_process_that_cannot_reach_the_coordinator_fails_clearly_and_in_time()
     assert process.returncode == 1, process.stderr
     assert "ConnectionError: podrace.distributed.initialize: could not reach the coordinator" in process.stderr
     assert f"127.0.0.1:{port} within 3 s" in process.stderr
+    waiting = f"process 1 waiting up to 3 s for the coordinator (process 0) to answer at 127.0.0.1:{port}"
+    assert waiting in process.stderr
     assert elapsed < 60
 
 

@@ -134,6 +134,22 @@ class UnclippedWalk(AbstractWalk):
         return self.walk_step(state, action, clip=False)
 
 
+@final
+class IntegerObservationWalk(AbstractWalk):
+    """Observes the position in half steps as int32, while its space declares float32."""
+
+    def reset(self, key: PRNGKeyArray) -> tuple[WalkState, pr.TimeStep]:
+        state, timestep = self.walk_reset(key)
+        return state, eqx.tree_at(lambda t: t.observation, timestep, self.half_steps(state))
+
+    def step(self, state: WalkState, action: Array, key: PRNGKeyArray) -> tuple[WalkState, pr.TimeStep]:
+        state, timestep = self.walk_step(state, action)
+        return state, eqx.tree_at(lambda t: t.observation, timestep, self.half_steps(state))
+
+    def half_steps(self, state: WalkState) -> Array:
+        return jnp.round(2 * state.position).astype(jnp.int32)[None]
+
+
 MOVES = (-0.5, 0.5)
 
 
@@ -272,7 +288,16 @@ BROKEN = [
     (TransitionOnResetWalk, "timestep-types", r"found:    is_first=False, reward=0.0, discount=1.0"),
     (DiscountedTerminationWalk, "timestep-types", r"found:    discount 1.0 with terminated=True on step \d+"),
     (TruncatedTerminationWalk, "timestep-types", r"found:    both set on step \d+"),
-    (UnclippedWalk, "observation-and-action-spaces", r"found:    the observation of step \d+: \[-?[2-9]\."),
+    (
+        UnclippedWalk,
+        "observation-and-action-spaces",
+        r"found:    the observation of step \d+: float32\[1\] \[-?[2-9]\.",
+    ),
+    (
+        IntegerObservationWalk,
+        "observation-and-action-spaces",
+        r"dtype=float32\).*\n  found:    the observation of the reset: int32\[1\] \[-?[0-2]\]",
+    ),
     (PythonLookupWalk, "observation-and-action-spaces", r"found:    TracerIntegerConversionError"),
     (FloatCounterWalk, "stable-shapes-and-dtypes", r"found:    .*state.steps changes from int32\[\] to float32"),
     (PythonCurriculumWalk, "jit-equals-eager", r"found:    step \d of a chain from a reset: timestep.reward"),

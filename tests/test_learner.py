@@ -201,6 +201,38 @@ def test_without_check_nans_a_nan_loss_is_returned():
     assert np.isnan(float(metrics.loss)) and np.isnan(float(metrics.terms["td_loss"]))
 
 
+def _sac_with_temperature_optimizer(key, temperature_optimizer):
+    actor_key, critic_key = jax.random.split(key)
+    actor = helpers.bounded_network(actor_key, pr.networks.TanhGaussianHead, helpers.POINT_OBS_SHAPE, 1)
+    critic = pr.networks.MLPCritic(helpers.POINT_OBS_SHAPE, 1, (8,), key=critic_key)
+    optimizers = (optax.adam(1e-3), optax.adam(1e-3), temperature_optimizer)
+    return pr.learners.SACLearner(actor, critic, *optimizers, buffer_size=8, batch_size=4)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda key: helpers.make_learner(key, optimizer=optax.adam(float("nan"))), "Learner: the optimizer's"),
+        (helpers.dqn_learner, "DQNLearner: the optimizer's"),
+        (helpers.td3_learner, "TD3Learner: the actor_optimizer's"),
+        (helpers.sac_learner, "SACLearner: the actor_optimizer's"),
+        (helpers.discrete_sac_learner, "DiscreteSACLearner: the actor_optimizer's"),
+        (lambda key: _sac_with_temperature_optimizer(key, optax.sgd(float("inf"))), "the temperature_optimizer's"),
+    ],
+)
+def test_a_non_finite_learning_rate_is_refused_when_the_learner_is_built(build, message, monkeypatch):
+    monkeypatch.setattr(helpers, "ADAM", optax.adam(float("nan")))  # the optimiser of the registry's learners
+    with pytest.raises(ValueError, match=f"{message} first step is not finite: give it finite hyperparameters"):
+        build(jax.random.key(0))
+
+
+def test_a_learning_rate_traced_in_a_population_is_not_checked():
+    learners = eqx.filter_vmap(lambda rate: helpers.make_learner(jax.random.key(0), optimizer=optax.adam(rate)))(
+        jnp.asarray([1e-3, jnp.nan])
+    )
+    assert isinstance(learners, pr.Learner)
+
+
 # --------------------------------------------------------------------------------------
 # Parts that do not fit.
 # --------------------------------------------------------------------------------------

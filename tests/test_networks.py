@@ -721,3 +721,9 @@ def test_a_tanh_gaussian_head_keeps_its_log_std_inside_its_range():
     assert np.all(output.log_std >= -3.0) and np.all(output.log_std <= 1.0)
     with pytest.raises(ValueError, match="min_log_std must be below max_log_std"):
         pr.networks.TanhGaussianHead(4, 2, min_log_std=1.0, max_log_std=1.0, key=jax.random.key(0))
+
+
+def test_mlp_torso_takes_integer_observations_as_floats():
+    torso = pr.networks.MLPTorso((5, 5, 3), (8,), key=jax.random.key(0))
+    symbols = jax.random.randint(jax.random.key(1), (5, 5, 3), 0, 11).astype(jnp.uint8)
+    np.testing.assert_array_equal(torso(symbols), torso(symbols.astype(jnp.float32)))

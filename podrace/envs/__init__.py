@@ -5,7 +5,12 @@ from .cartpole import CartPole as CartPole, CartPoleState as CartPoleState, cart
 from .catch import Catch as Catch, CatchState as CatchState
 from .checker import EnvCheckError as EnvCheckError, EnvCheckReport as EnvCheckReport, check_env as check_env
 from .deep_sea import DeepSea as DeepSea, DeepSeaState as DeepSeaState
+from .from_brax import BraxEnv as BraxEnv, brax_env as brax_env
+from .from_craftax import CraftaxEnv as CraftaxEnv
 from .from_gymnax import GymnaxEnv as GymnaxEnv
+from .from_jumanji import JumanjiEnv as JumanjiEnv
+from .from_navix import NavixEnv as NavixEnv
+from .from_xminigrid import XMiniGridEnv as XMiniGridEnv
 from .pendulum import Pendulum as Pendulum, PendulumState as PendulumState, pendulum_v1 as pendulum_v1
 from .probes import (
     AbstractProbe as AbstractProbe,
@@ -30,6 +35,8 @@ from .wrappers import (
 
 __all__ = [
     "AbstractEnv",
+    "BraxEnv",
+    "brax_env",
     "cannot_render",
     "check_env",
     "EnvCheckError",
@@ -42,6 +49,10 @@ __all__ = [
     "DeepSea",
     "DeepSeaState",
     "GymnaxEnv",
+    "CraftaxEnv",
+    "JumanjiEnv",
+    "NavixEnv",
+    "XMiniGridEnv",
     "AbstractWrapper",
     "Pendulum",
     "PendulumState",

@@ -82,7 +82,14 @@ class EnvCheckReport(eqx.Module):
         return "\n".join([header, *passed, *skipped])
 
 
-def check_env(env: AbstractEnv, *, key: PRNGKeyArray | None = None, num_steps: int = 200) -> EnvCheckReport:
+def check_env(
+    env: AbstractEnv,
+    *,
+    key: PRNGKeyArray | None = None,
+    num_steps: int = 200,
+    rtol: float = _RTOL,
+    atol: float = _ATOL,
+) -> EnvCheckReport:
     """Checks that an environment keeps the contract of [`podrace.envs.AbstractEnv`][].
 
     The rules, by the names that errors and the report use:
@@ -121,6 +128,9 @@ def check_env(env: AbstractEnv, *, key: PRNGKeyArray | None = None, num_steps: i
     - `env`: the environment to check.
     - `key`: the randomness of the run and of the samples (default `jax.random.key(0)`).
     - `num_steps`: the number of random steps, enough to end an episode.
+    - `rtol`, `atol`: how far the floating values of `jit-equals-eager` and
+        `vmap-equals-loop` may differ, float32 rounding by default. Physics with contacts
+        solved iteratively (Brax's) can amplify rounding beyond it.
 
     **Returns:**
 
@@ -134,12 +144,14 @@ def check_env(env: AbstractEnv, *, key: PRNGKeyArray | None = None, num_steps: i
     """
     if num_steps <= 0:
         raise ValueError(f"check_env needs num_steps > 0 to step the environment, got {num_steps}.")
+    if not (rtol >= 0 and atol >= 0):
+        raise ValueError(f"check_env needs rtol >= 0 and atol >= 0, got rtol={rtol}, atol={atol}.")
     types_key, run_key, sample_key = jax.random.split(_typed_key(key), 3)
     _check_types_and_stability(env, types_key)
     run_env, run = _random_run_visiting_episodes(env, run_key, num_steps)
     _check_timestep_values(env, run)
     _check_spaces(env, run)
-    _check_samples(env, sample_key)
+    _check_samples(env, sample_key, (rtol, atol))
     reason = _check_auto_reset(env, run_env, run)
     skipped = {} if reason is None else {"auto-reset": reason}
     passed = tuple(rule for rule in RULES if rule not in skipped)
@@ -182,6 +194,11 @@ def _show(value: Any) -> str:
     return np.array2string(np.asarray(value), threshold=12, precision=6, separator=", ")
 
 
+def _show_with_type(value: Any) -> str:
+    """The values with their dtype and shape, which a space's `contains` also checks."""
+    return f"{_describe(value)} {_show(value)}"
+
+
 def _show_space(space: Any) -> str:
     """A space with its fields; an array that repeats one value (a bound) as that value."""
 
@@ -222,9 +239,12 @@ def _as_numpy(leaf: Any) -> np.ndarray:
     return np.asarray(leaf)
 
 
-def _difference(actual: Any, expected: Any, *, exact: bool = False) -> str | None:
+def _difference(
+    actual: Any, expected: Any, *, exact: bool = False, tolerance: tuple[float, float] = (_RTOL, _ATOL)
+) -> str | None:
     """Where two pytrees first differ (structure, shape, dtype or values), or `None`.
-    Floating leaves may differ by float32 rounding unless `exact`."""
+    Floating leaves may differ by `tolerance` (rtol, atol), float32 rounding by default,
+    unless `exact`."""
     (actual_leaves, actual_def), (expected_leaves, expected_def) = _leaves(actual), _leaves(expected)
     if actual_def != expected_def:
         return f"the tree structures differ, {actual_def} and {expected_def}"
@@ -234,7 +254,7 @@ def _difference(actual: Any, expected: Any, *, exact: bool = False) -> str | Non
             return f"{path} is {_describe(a)} and {_describe(e)}"
         inexact = np.issubdtype(a.dtype, np.inexact)
         if inexact and not exact:
-            same = np.allclose(a, e, rtol=_RTOL, atol=_ATOL, equal_nan=True)
+            same = np.allclose(a, e, rtol=tolerance[0], atol=tolerance[1], equal_nan=True)
         else:
             same = np.array_equal(a, e, equal_nan=inexact)
         if not same:
@@ -444,7 +464,7 @@ def _check_spaces(env: AbstractEnv, run: _RandomRun) -> None:
             env,
             "observation-and-action-spaces",
             expected=f"the actions sampled from action_space to lie in it ({_show_space(env.action_space)})",
-            found=f"the action {_show(_at(t, run.actions))} of step {t + 1}",
+            found=f"the action {_show_with_type(_at(t, run.actions))} of step {t + 1}",
             fix="make action_space.sample and action_space.contains agree (shape, dtype and bounds)",
         )
     if (t := _first(~np.asarray(run.observation_in_space))) is not None:
@@ -453,7 +473,7 @@ def _check_spaces(env: AbstractEnv, run: _RandomRun) -> None:
             "observation-and-action-spaces",
             expected=f"every observation to lie in observation_space ({_show_space(env.observation_space)})",
             found=f"the observation of {f'step {t}' if t else 'the reset'}: "
-            f"{jax.tree.map(_show, _at(t, run.timesteps.observation))}",
+            f"{jax.tree.map(_show_with_type, _at(t, run.timesteps.observation))}",
             fix="declare an observation_space that covers every reachable observation (shape, dtype and "
             "bounds), or clip or rescale the observation into it",
         )
@@ -510,18 +530,27 @@ def _stack(trees: Sequence[Any]) -> Any:
 
 
 def _check_same(
-    env: AbstractEnv, rule: str, labels: list[str], outputs: list, references: list, *, exact: bool = False, **text: str
+    env: AbstractEnv,
+    rule: str,
+    labels: list[str],
+    outputs: list,
+    references: list,
+    *,
+    exact: bool = False,
+    tolerance: tuple[float, float] = (_RTOL, _ATOL),
+    **text: str,
 ) -> None:
     """Raises `rule` at the first pair of outputs and references that differ."""
     for label, output, reference in zip(labels, outputs, references, strict=True):
-        difference = _difference(_named(output), _named(reference), exact=exact)
+        difference = _difference(_named(output), _named(reference), exact=exact, tolerance=tolerance)
         if difference is not None:
             _fail(env, rule, found=f"{label}: {difference}", **text)
 
 
-def _check_samples(env: AbstractEnv, key: PRNGKeyArray) -> None:
+def _check_samples(env: AbstractEnv, key: PRNGKeyArray, tolerance: tuple[float, float]) -> None:
     """`deterministic-under-a-key`, `jit-equals-eager`, `vmap-equals-loop` and
     `step-traces-once`, on a few resets and a chain of steps from a reset."""
+    rtol, atol = tolerance
     counted_step = eqx.debug.assert_max_traces(_step, max_traces=None)
     jit_step = eqx.filter_jit(counted_step)
     reset_key, chain_key = jax.random.split(key)
@@ -560,7 +589,8 @@ def _check_samples(env: AbstractEnv, key: PRNGKeyArray) -> None:
         labels,
         jitted,
         outputs(_reset, _step),
-        expected=f"jitted reset and step to equal calls without jit (rtol={_RTOL}, atol={_ATOL}); shown: jit, eager",
+        tolerance=tolerance,
+        expected=f"jitted reset and step to equal calls without jit (rtol={rtol}, atol={atol}); shown: jit, eager",
         fix="keep reset and step pure functions of their arguments: read or write no Python globals, "
         "counters or mutable attributes, draw no host randomness, and branch on arrays with jnp.where "
         "or lax.cond",
@@ -571,7 +601,8 @@ def _check_samples(env: AbstractEnv, key: PRNGKeyArray) -> None:
         [f"reset vmapped over {_NUM_SAMPLES} keys", f"step vmapped over {_NUM_SAMPLES} states, actions and keys"],
         _vmapped(env, _stack(reset_keys), *_stack(calls)),
         [_stack(jitted[:_NUM_SAMPLES]), _stack(jitted[_NUM_SAMPLES:])],
-        expected=f"vmapped reset and step to equal a loop (rtol={_RTOL}, atol={_ATOL}); shown: vmap, loop",
+        tolerance=tolerance,
+        expected=f"vmapped reset and step to equal a loop (rtol={rtol}, atol={atol}); shown: vmap, loop",
         fix="make reset and step functions of one example's arguments; a host callback under vmap must "
         "treat every batch element alike (jax.pure_callback with vmap_method='sequential')",
     )

@@ -1,8 +1,7 @@
 """An adapter that runs any gymnax environment as a podrace environment."""
 
-import contextlib
 import dataclasses
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable
 from typing import Any, final
 
 import equinox as eqx
@@ -13,27 +12,18 @@ from jax.core import Tracer
 from jaxtyping import Array, PRNGKeyArray, PyTree, UInt8
 
 from .._types import AbstractSpace, Box, Discrete, TimeStep
+from .._validation import unknown_name
 from ._base import AbstractEnv
-
-
-_INSTALL_HINT = "pip install 'podrace[gymnax]'"
+from ._packages import default_numpy_rules, import_package
 
 
 def _import_gymnax() -> Any:
-    """gymnax, imported on first use so that podrace imports without it."""
-    try:
-        import gymnax
-    except ImportError as error:
-        raise ImportError(f"GymnaxEnv needs gymnax, which is not installed: {_INSTALL_HINT}") from error
-    return gymnax
+    return import_package("gymnax", extra="gymnax", owner="GymnaxEnv")
 
 
-@contextlib.contextmanager
-def _gymnax_numpy_rules() -> Iterator[None]:
-    """JAX's default NumPy promotion rules, which gymnax's code is written for (some
-    environments broadcast arrays of different ranks), whatever the caller's config."""
-    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
-        yield
+def gymnax_ids() -> list[str]:
+    """The names of gymnax's registered environments."""
+    return list(_import_gymnax().registered_envs)
 
 
 # --------------------------------------------------------------------------------------
@@ -185,20 +175,21 @@ def _class_path(env: Any) -> str:
 
 
 def _convert_space(space: Any, env: Any, role: str, observation: jax.ShapeDtypeStruct | None = None) -> AbstractSpace:
-    """podrace's space for a gymnax `Discrete` or `Box`.
+    """podrace's space for a gymnax `Discrete` or `Box`, or a copy of those classes (as
+    Craftax's, which carry the same fields).
 
     For an observation space, `observation` is the observations' shape and dtype (see
     `_probe`): a Box takes its dtype from it, and a mismatched shape is an error.
     """
-    spaces = _import_gymnax().environments.spaces
-    if isinstance(space, spaces.Discrete):
+    kind = type(space).__name__
+    if kind == "Discrete" and hasattr(space, "n"):
         if observation is not None and (observation.shape != () or not jnp.issubdtype(observation.dtype, jnp.integer)):
             raise ValueError(
                 f"The gymnax environment {_env_name(env)} declares the observation space {space!r} but its "
                 f"observations are {observation.dtype}{list(observation.shape)}, not scalar integers."
             )
         return Discrete(int(space.n))
-    if isinstance(space, spaces.Box):
+    if kind == "Box" and all(hasattr(space, field) for field in ("low", "high", "shape", "dtype")):
         shape = _shape(space.shape)
         dtype = jnp.dtype(space.dtype)
         if observation is not None:
@@ -217,7 +208,7 @@ def _convert_space(space: Any, env: Any, role: str, observation: jax.ShapeDtypeS
 
 
 def _observation_space(env: Any, params: PyTree, observation: jax.ShapeDtypeStruct) -> AbstractSpace:
-    with _gymnax_numpy_rules():
+    with default_numpy_rules():
         space = _convert_space(env.observation_space(params), env, "observation", observation)
         widen = OBSERVATION_BOUNDS_CORRECTIONS.get(_class_path(env))
         if widen is None or not isinstance(space, Box):
@@ -227,7 +218,7 @@ def _observation_space(env: Any, params: PyTree, observation: jax.ShapeDtypeStru
 
 
 def _action_space(env: Any, params: PyTree) -> AbstractSpace:
-    with _gymnax_numpy_rules():
+    with default_numpy_rules():
         space = env.action_space(params)
     return _convert_space(space, env, "action")
 
@@ -238,13 +229,13 @@ def _action_space(env: Any, params: PyTree) -> AbstractSpace:
 
 
 def _reset(env: Any, params: PyTree, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
-    with _gymnax_numpy_rules():
+    with default_numpy_rules():
         observation, state = env.reset_env(key, params)
     return state, TimeStep.first(_as_arrays(observation))
 
 
 def _step(env: Any, params: PyTree, state: PyTree, action: Array, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
-    with _gymnax_numpy_rules():
+    with default_numpy_rules():
         observation, next_state, reward, done, _ = env.step_env(key, state, action, params)
         truncated = env.is_truncated(next_state, params) if hasattr(env, "is_truncated") else None
     done = jnp.asarray(done, bool)
@@ -262,24 +253,29 @@ def _step(env: Any, params: PyTree, state: PyTree, action: Array, key: PRNGKeyAr
     return next_state, timestep
 
 
-def _joined_dtypes(*trees: PyTree) -> tuple[np.dtype, ...]:
+Dtypes = tuple[Any, ...]
+"""The dtypes of a state's leaves: NumPy dtypes, or JAX's key dtypes for a key that an
+environment keeps in its state (Craftax's)."""
+
+
+def _joined_dtypes(*trees: PyTree) -> Dtypes:
     """For each leaf of `trees` (one state or observation, from a reset and a step), the
     strong dtype that holds all of its values: JAX's promotion of the leaf's dtypes, in
     which a weakly typed leaf takes the dtype of a strong one (a Python `0` after a
     reset and an `int32` after a step are `int32`; a weakly typed `float32` alone is a
     strong `float32`)."""
     leaves = [jax.tree.leaves(tree) for tree in trees]
-    with _gymnax_numpy_rules():
+    with default_numpy_rules():
         return tuple(jnp.result_type(*leaf) for leaf in zip(*leaves, strict=True))
 
 
-def _cast(tree: PyTree, dtypes: tuple[np.dtype, ...]) -> PyTree:
+def _cast(tree: PyTree, dtypes: Dtypes) -> PyTree:
     """`tree` with each leaf an array of its dtype in `dtypes` (in leaf order)."""
     leaves, treedef = jax.tree.flatten(tree)
     return jax.tree.unflatten(treedef, [jnp.asarray(x, dtype) for x, dtype in zip(leaves, dtypes, strict=True)])
 
 
-def _probe(env: Any, params: PyTree) -> tuple[jax.ShapeDtypeStruct, tuple[np.dtype, ...]]:
+def _probe(env: Any, params: PyTree) -> tuple[jax.ShapeDtypeStruct, Dtypes]:
     """Traces a reset, both spaces and steps with `params` (arrays as abstract inputs,
     static leaves as values). Returns the observation's shape and a dtype that holds the
     observations of the reset and the steps, and the dtypes of the state's leaves: the
@@ -287,7 +283,7 @@ def _probe(env: Any, params: PyTree) -> tuple[jax.ShapeDtypeStruct, tuple[np.dty
     state that they hold, found by joining them with a step's (`_joined_dtypes`) until
     they no longer change. Raises what gymnax raises when some leaf cannot be traced."""
     dynamic, static = eqx.partition(params, eqx.is_array)
-    found: list[tuple[np.dtype, ...]] = []  # the state's dtypes, static values found while tracing
+    found: list[Dtypes] = []  # the state's dtypes, static values found while tracing
 
     def run(dynamic: PyTree) -> Array:
         gymnax_params = _unwrap_params(eqx.combine(dynamic, static))
@@ -321,9 +317,7 @@ def _probe(env: Any, params: PyTree) -> tuple[jax.ShapeDtypeStruct, tuple[np.dty
     return observation, found[-1]
 
 
-def _to_arrays_where_traceable(
-    env: Any, params: PyTree
-) -> tuple[PyTree, tuple[jax.ShapeDtypeStruct, tuple[np.dtype, ...]]]:
+def _to_arrays_where_traceable(env: Any, params: PyTree) -> tuple[PyTree, tuple[jax.ShapeDtypeStruct, Dtypes]]:
     """`params` with each numeric leaf as an array, except leaves that gymnax cannot
     trace as arrays (kept as `_StaticLeaf`); and what `_probe` returns for them.
 
@@ -345,7 +339,7 @@ def _to_arrays_where_traceable(
             [arrays[i] if i in dynamic else _StaticLeaf.wrap(leaf) for i, leaf in enumerate(leaves)],
         )
 
-    def attempt(dynamic: set[int]) -> tuple[jax.ShapeDtypeStruct, tuple[np.dtype, ...]] | None:
+    def attempt(dynamic: set[int]) -> tuple[jax.ShapeDtypeStruct, Dtypes] | None:
         try:
             return _probe(env, build(dynamic))
         except Exception:  # any failure of a trace that works with values marks a static leaf
@@ -457,7 +451,7 @@ class GymnaxEnv(AbstractEnv[Any]):
     params: PyTree
     observation_shape: tuple[int, ...] = eqx.field(static=True)
     observation_dtype: np.dtype = eqx.field(static=True)
-    state_dtypes: tuple[np.dtype, ...] = eqx.field(static=True)
+    state_dtypes: Dtypes = eqx.field(static=True)
 
     def __init__(self, env: Any, params: PyTree = None):
         if params is None:
@@ -482,9 +476,12 @@ class GymnaxEnv(AbstractEnv[Any]):
 
         **Raises:**
 
-        `ImportError` if gymnax is not installed.
+        `ImportError` if gymnax is not installed; `ValueError`, naming the nearest ids,
+        if `env_id` is not registered.
         """
         gymnax = _import_gymnax()
+        if env_id not in gymnax.registered_envs:
+            raise ValueError(unknown_name("gymnax environment", env_id, gymnax_ids()))
         env, params = gymnax.make(env_id, **make_kwargs)
         return cls(env, params)
 

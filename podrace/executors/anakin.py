@@ -370,10 +370,16 @@ class Anakin(AbstractPipeline[AnakinState]):
             return state.learner, state.envs, metrics
 
         replicated, split, learner_specs = PartitionSpec(), PartitionSpec(axis), self._learner_specs(state.learner)
+        # Without JAX's check of the axes each value varies over: environments of other
+        # packages return constants from one branch of a `lax.cond` and device-varying
+        # values from the other (Navix's automatic reset, jaxopt's loop in Brax), which the
+        # check refuses. Nothing here relies on it: gradients are averaged explicitly
+        # (`loss_gradients`), and the device matrix checks two devices against one.
         learner_state, envs, metrics = jax.shard_map(
             on_shard,
             mesh=self.mesh,
             in_specs=(replicated, learner_specs, split),
             out_specs=(learner_specs, split, replicated),
+            check_vma=False,
         )(dynamic, state.learner, state.envs)
         return AnakinState(learner_state, envs), metrics

@@ -215,18 +215,23 @@ class Population(AbstractPipeline[AnakinState]):
 
             return jax.vmap(play)(hyperparameters, state)
 
-        # Each member plays on its own device, with no communication: the episodes' loop
-        # starts from the evaluation's key, shared by all, and needs no varying-axis checks.
-        episodes = self._over_members(play_members, self.hyperparameters, result.state, check_vma=False)
+        episodes = self._over_members(play_members, self.hyperparameters, result.state)
         return TrainResult(result.state, result.metrics, episodes)
 
-    def _over_members(self, function: Callable, *stacked: PyTree[Array], check_vma: bool = True):
-        """`function` of stacked members, its members split over the mesh's devices."""
+    def _over_members(self, function: Callable, *stacked: PyTree[Array]):
+        """`function` of stacked members, its members split over the mesh's devices.
+
+        Each member runs on one device, with no communication, so JAX's check of the axes
+        each value varies over has nothing to check, and is off: environments of other
+        packages return constants from one branch of a `lax.cond` and varying values from
+        the other, which it refuses (as does an evaluation's loop started from a key
+        shared by all members).
+        """
         if self.mesh.size == 1:
             return function(*stacked)
         split = PartitionSpec(*self.mesh.axis_names)
         stacked = jax.device_put(stacked, NamedSharding(self.mesh, split))
-        return jax.shard_map(function, mesh=self.mesh, in_specs=split, out_specs=split, check_vma=check_vma)(*stacked)
+        return jax.shard_map(function, mesh=self.mesh, in_specs=split, out_specs=split, check_vma=False)(*stacked)
 
 
 def evaluate_population(

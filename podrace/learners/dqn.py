@@ -9,7 +9,13 @@ import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, TimeStep
-from .._validation import check_in_unit_interval, check_parts_fit, check_positive_int, check_reads
+from .._validation import (
+    check_in_unit_interval,
+    check_optimizer_steps_are_finite,
+    check_parts_fit,
+    check_positive_int,
+    check_reads,
+)
 from ..agent import Agent
 from ..losses import AbstractLoss, AbstractQLoss
 from ..networks import AbstractNetwork
@@ -145,6 +151,8 @@ class DQNLearner(AbstractReplayLearner[DQNState]):
         check_in_unit_interval("DQNLearner", "tau", self.tau)
         if jax.tree.leaves(self.network.initial_carry()):
             raise ValueError("DQNLearner replays feed-forward networks only; this network has a recurrent carry.")
+        params = eqx.filter(self.network, eqx.is_inexact_array)
+        check_optimizer_steps_are_finite("DQNLearner", "optimizer", self.optimizer, params)
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> DQNState:
         """The initial state, with an empty replay buffer sized for the environments of `timestep`.

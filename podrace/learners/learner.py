@@ -9,7 +9,7 @@ import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, TimeStep, Trajectory
-from .._validation import check_parts_fit, check_positive_int, check_reads
+from .._validation import check_optimizer_steps_are_finite, check_parts_fit, check_positive_int, check_reads
 from ..agent import AbstractAgent, Agent
 from ..losses import AbstractLoss, AbstractTrajectoryLoss
 from ..networks import AbstractNetwork
@@ -251,6 +251,8 @@ class Learner(AbstractLearner[LearnerState]):
         check_reads(self.network, self.loss, role="loss")
         check_positive_int("Learner", "num_epochs", self.num_epochs)
         check_positive_int("Learner", "num_minibatches", self.num_minibatches)
+        params = eqx.filter(self.network, eqx.is_inexact_array)
+        check_optimizer_steps_are_finite("Learner", "optimizer", self.optimizer, params)
         if self.minibatches_of not in ("trajectories", "transitions"):
             raise ValueError(
                 f"Learner: minibatches_of must be 'trajectories' or 'transitions', got {self.minibatches_of!r}."

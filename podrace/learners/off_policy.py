@@ -23,6 +23,7 @@ from .._validation import (
     check_agent_fits,
     check_in_unit_interval,
     check_non_negative,
+    check_optimizer_steps_are_finite,
     check_positive,
     check_positive_int,
 )
@@ -48,6 +49,16 @@ def _check_actor_critic(owner: str, actor: AbstractNetwork, critic: AbstractCrit
             f"{owner}: the critic takes actions of size {critic.action_size} but the actor emits "
             f"{actor.num_actions}; build both for the environment's action size."
         )
+
+
+def _check_optimizers(owner: str, learner: "TD3Learner | SACLearner | DiscreteSACLearner") -> None:
+    """Raises `ValueError` naming the optimiser whose first step is not finite."""
+    for name, network in (("actor_optimizer", learner.actor), ("critic_optimizer", learner.critic)):
+        params = eqx.filter(network, eqx.is_inexact_array)
+        check_optimizer_steps_are_finite(owner, name, getattr(learner, name), params)
+    if not isinstance(learner, TD3Learner):
+        log_temperature = jnp.log(learner.initial_temperature)
+        check_optimizer_steps_are_finite(owner, "temperature_optimizer", learner.temperature_optimizer, log_temperature)
 
 
 def _one_step_batch(batch: Trajectory):
@@ -244,6 +255,7 @@ class TD3Learner(AbstractActorCriticLearner[TD3State, AbstractCritic]):
         check_in_unit_interval("TD3Learner", "tau", self.tau)
         check_non_negative("TD3Learner", "target_noise", self.target_noise)
         check_non_negative("TD3Learner", "target_noise_clip", self.target_noise_clip)
+        _check_optimizers("TD3Learner", self)
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> TD3State:
         """The initial state, with an empty replay buffer sized for the environments of `timestep`."""
@@ -370,6 +382,7 @@ def _check_sac_settings(owner: str, learner: "SACLearner | DiscreteSACLearner") 
     check_in_unit_interval(owner, "discount", learner.discount)
     check_in_unit_interval(owner, "tau", learner.tau)
     check_positive(owner, "initial_temperature", learner.initial_temperature)
+    _check_optimizers(owner, learner)
 
 
 def _sac_init(learner: "SACLearner | DiscreteSACLearner", key: PRNGKeyArray, timestep: TimeStep) -> "SACState":

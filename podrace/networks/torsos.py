@@ -43,6 +43,9 @@ class AbstractTorso(eqx.Module):
 class MLPTorso(AbstractTorso):
     """Flattens an observation and applies fully connected layers with an activation.
 
+    Integer and boolean observations (a grid world's symbols) are taken as the floats of
+    the layers' weights.
+
     **Arguments:**
 
     - `observation_shape`: the shape of one observation.
@@ -86,7 +89,7 @@ class MLPTorso(AbstractTorso):
         self.output_size = hidden_sizes[-1]
 
     def __call__(self, observation: Array) -> Float[Array, " output_size"]:
-        x = jnp.ravel(observation)
+        x = jnp.ravel(observation).astype(self.layers[0].weight.dtype)
         for index, layer in enumerate(self.layers):
             x = apply_linear(layer, x)
             if self.norms is not None:
