@@ -6,6 +6,7 @@ parametrised over its registry, so adding a component is one line here.
 
 import dataclasses
 import functools
+import importlib.util
 import os
 import pathlib
 import socket
@@ -1135,3 +1136,49 @@ def every_env(env_ids: list[str], checked_by_default: tuple[str, ...]) -> list:
         env_id if env_id in checked_by_default else pytest.param(env_id, marks=pytest.mark.ecosystem)
         for env_id in env_ids
     ]
+
+
+_TWO_DEVICES_SCRIPT = """
+import sys
+import jax
+import numpy as np
+import podrace as pr
+from podrace import _cli_tasks as tasks
+
+def train(devices, num_envs):
+    mesh = jax.sharding.Mesh(jax.devices()[:devices], ("devices",))
+    pipeline = pr.Anakin(env, learner, num_envs=num_envs, rollout_length=4, mesh=mesh)
+    return jax.tree.leaves(pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2).state.learner.params)
+
+settings = tasks.Settings(env=sys.argv[1], algo="ppo", rollout_length=4, num_minibatches=2)
+env = tasks.make_env(settings.env)
+learner = tasks.make_learner(settings, tasks.env_spaces(env), jax.random.key(0))
+for one, two in zip(train(1, 8), train(2, 4), strict=True):
+    np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-5)  # sums in another order
+print("equal")
+"""
+
+
+def assert_two_devices_train_as_one(env_name: str) -> None:
+    """Two PPO updates of the command line's `env_name` on two forced CPU devices (four
+    environments each) end with the parameters of one device with eight, in a subprocess."""
+    run = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES_SCRIPT, env_name],
+        env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0 and "equal" in run.stdout, run.stderr[-3000:]
+
+
+def fresh_module_without(module_name: str, missing: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh copy of podrace's `module_name`, imported while the packages `missing` are
+    not installed (as far as imports can tell), outside `sys.modules`."""
+    for name in missing:
+        monkeypatch.setitem(sys.modules, name, None)
+    spec = importlib.util.find_spec(module_name)
+    assert spec is not None and spec.loader is not None
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)
+    return fresh

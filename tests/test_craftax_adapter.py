@@ -1,9 +1,7 @@
 """The Craftax adapter: its environments through check_env, terminations apart from the
 time limit, rendering, params as arrays, the command line's `craftax:ID` and its errors."""
 
-import importlib.util
 import re
-import sys
 
 import equinox as eqx
 import jax
@@ -58,6 +56,7 @@ def test_the_time_limit_truncates_and_dying_terminates():
     assert timestep.terminated and not timestep.truncated and timestep.discount == 0
 
 
+@pytest.mark.slow  # Craftax processes its textures on first use: 40 s
 def test_renders_the_agent_s_view_in_jax():
     env = CraftaxEnv(CLASSIC_SYMBOLIC)
     state, _ = eqx.filter_jit(env.reset)(jax.random.key(0))
@@ -80,11 +79,6 @@ def test_the_command_line_trains_craftax_ids(capsys):
 
 
 def test_missing_craftax_raises_an_install_hint(monkeypatch):
-    monkeypatch.setitem(sys.modules, "craftax", None)
-    monkeypatch.setitem(sys.modules, "craftax.craftax_env", None)
-    spec = importlib.util.find_spec(from_craftax.__name__)
-    assert spec is not None and spec.loader is not None
-    fresh = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fresh)  # the module itself imports without Craftax
+    fresh = helpers.fresh_module_without(from_craftax.__name__, ("craftax", "craftax.craftax_env"), monkeypatch)
     with pytest.raises(ImportError, match=re.escape("pip install 'podrace[craftax]'")):
         fresh.CraftaxEnv(CLASSIC_SYMBOLIC)

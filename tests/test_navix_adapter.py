@@ -3,12 +3,7 @@ Navix's own step, terminations and truncations, rendering, two devices, the comm
 line's `navix:ID` and its errors."""
 
 import functools
-import importlib.util
-import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -100,34 +95,7 @@ def test_renders_navix_s_sprites_in_jax():
 
 
 def test_two_devices_step_the_batch_as_one_device():
-    script = textwrap.dedent(
-        """
-        import jax
-        import numpy as np
-        import podrace as pr
-        from podrace import _cli_tasks as tasks
-
-        def train(devices, num_envs):
-            mesh = jax.sharding.Mesh(jax.devices()[:devices], ("devices",))
-            pipeline = pr.Anakin(env, learner, num_envs=num_envs, rollout_length=4, mesh=mesh)
-            return jax.tree.leaves(pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2).state.learner.params)
-
-        settings = tasks.Settings(env="navix:Navix-Empty-5x5-v0", algo="ppo", rollout_length=4, num_minibatches=2)
-        env = tasks.make_env(settings.env)
-        learner = tasks.make_learner(settings, tasks.env_spaces(env), jax.random.key(0))
-        for one, two in zip(train(1, 8), train(2, 4), strict=True):
-            np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-5)  # sums in another order
-        print("equal")
-        """
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", script],
-        env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0 and "equal" in run.stdout, run.stderr[-3000:]
+    helpers.assert_two_devices_train_as_one("navix:Navix-Empty-5x5-v0")
 
 
 def test_an_unknown_id_names_the_nearest_ones(capsys):
@@ -144,10 +112,6 @@ def test_the_command_line_trains_navix_ids(capsys):
 
 
 def test_missing_navix_raises_an_install_hint(monkeypatch):
-    monkeypatch.setitem(sys.modules, "navix", None)
-    spec = importlib.util.find_spec(from_navix.__name__)
-    assert spec is not None and spec.loader is not None
-    fresh = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fresh)  # the module itself imports without Navix
+    fresh = helpers.fresh_module_without(from_navix.__name__, ("navix",), monkeypatch)
     with pytest.raises(ImportError, match=re.escape("pip install 'podrace[navix]'")):
         fresh.NavixEnv.make("Navix-Empty-5x5-v0")
