@@ -73,7 +73,7 @@ def _adapters() -> dict[str, Callable[[], pr.envs.AbstractEnv]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=100_000, help="environment steps per call (about)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
     parser.add_argument("--packages", default=None, help="comma-separated, default all installed")

@@ -42,6 +42,7 @@ EXCLUDED = {
     "humanoid": "its joint accelerations (qdd, up to 126) differ by up to 0.24 between a vmapped and a looped "
     "step while its observations differ by 3e-4: rounding amplified by the contact solver, which "
     "vmap-equals-loop cannot tell from a batch-dependent step at any tolerance that still checks",
+    "swimmer": "Brax 0.14's step calls jnp.clip(a_min=...), which JAX 0.10 no longer takes: it does not run",
 }
 
 
