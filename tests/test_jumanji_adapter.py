@@ -5,6 +5,7 @@ errors."""
 
 import functools
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +31,9 @@ EXCLUDED = {
     "MultiCVRP-v0": "integer BoundedArray actions (a node per vehicle), neither Discrete nor a floating Box",
     "Sokoban-v0": "downloads its levels from the Hugging Face hub when built",
 }
+# Jumanji's BinPack scatters float32 values into int32 arrays, which JAX 0.10 warns will be
+# an error in a later release (the suite turns warnings into errors).
+FUTURE_WARNINGS = {"BinPack-v2": "scatter inputs have incompatible types"}
 # check_env compiles and runs each environment eagerly too; the default session checks
 # three small ones, `nox -s ecosystem` every one.
 CHECKED_BY_DEFAULT = ("Game2048-v1", "Maze-v0", "Knapsack-v1")
@@ -51,7 +55,10 @@ def test_the_exclusions_are_registered_environments():
 )
 def test_every_single_agent_env_passes_check_env(env_id):
     # A time limit of 20 steps ends episodes, so that the automatic reset is checked too.
-    report = pr.envs.check_env(pr.envs.TimeLimit(_adapter(env_id), 20), num_steps=60)
+    with warnings.catch_warnings():
+        if env_id in FUTURE_WARNINGS:
+            warnings.filterwarnings("ignore", FUTURE_WARNINGS[env_id], FutureWarning)
+        report = pr.envs.check_env(pr.envs.TimeLimit(_adapter(env_id), 20), num_steps=60)
     assert not report.skipped, report
 
 
