@@ -27,9 +27,7 @@ BATCH_SIZES = (1, 128, 4096)
 
 def _own_step(adapter: pr.envs.AbstractEnv) -> Callable:
     """The package's own step of one environment: `(state, action, key) -> state`."""
-    if isinstance(adapter, pr.envs.BraxEnv):
-        return lambda state, action, key: adapter.env.step(state, action)
-    if isinstance(adapter, pr.envs.NavixEnv):
+    if isinstance(adapter, pr.envs.BraxEnv | pr.envs.NavixEnv):
         return lambda state, action, key: adapter.env.step(state, action)
     if isinstance(adapter, pr.envs.JumanjiEnv):
         return lambda state, action, key: adapter.env.step(state, adapter._jumanji_action(action))[0]

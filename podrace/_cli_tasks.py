@@ -19,6 +19,7 @@ import optax
 from ._types import Box, CategoricalQValues, Discrete, QuantileQValues
 from ._validation import unknown_name
 from .envs import AbstractEnv, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_v1, pendulum_v1
+from .envs._packages import import_package
 from .envs.from_brax import brax_env, brax_ids
 from .envs.from_craftax import CraftaxEnv, craftax_ids
 from .envs.from_gymnax import gymnax_ids
@@ -365,12 +366,7 @@ def default_settings(env: str, algo: str) -> Settings:
 
 
 def _gymnasium_ids() -> list[str]:
-    try:
-        import gymnasium
-    except ImportError as error:
-        message = "gymnasium:ID needs Gymnasium, which is not installed: pip install 'podrace[gymnasium]'"
-        raise ImportError(message) from error
-    return list(gymnasium.envs.registry)
+    return list(import_package("gymnasium", extra="gymnasium", owner="gymnasium:ID").envs.registry)
 
 
 @final
