@@ -43,6 +43,10 @@ from .executors.evaluation import (
     evaluate as evaluate,
     random_policy_episodes as random_policy_episodes,
 )
+from .executors.normalization import (
+    NormalizationState as NormalizationState,
+    RunningNormalization as RunningNormalization,
+)
 from .executors.population import Population as Population, evaluate_population as evaluate_population
 from .learners import Learner as Learner, LearnerState as LearnerState
 from .results import (

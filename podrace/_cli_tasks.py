@@ -27,6 +27,7 @@ from .envs.from_jumanji import JumanjiEnv, jumanji_ids
 from .envs.from_navix import NavixEnv, navix_ids
 from .envs.from_xminigrid import XMiniGridEnv, xminigrid_ids
 from .executors.anakin import Anakin
+from .executors.normalization import RunningNormalization
 from .executors.population import Population
 from .learners import AbstractLearner, DiscreteSACLearner, DQNLearner, Learner, SACLearner, TD3Learner, ddpg
 from .losses import (
@@ -101,6 +102,8 @@ class Settings:
     updates_per_call: int = 100
     num_envs: int = 16
     rollout_length: int = 128
+    normalize_observations: bool = False
+    normalize_rewards: bool = False
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     core: str | None = None
@@ -814,7 +817,22 @@ def make_pipeline(settings: Settings, network_key: jax.Array) -> Anakin:
         env = make_env(settings.env)
         spaces = env_spaces(env)
     learner = make_learner(settings, spaces, network_key)
-    return Anakin(env, learner, num_envs=settings.num_envs, rollout_length=settings.rollout_length)
+    return Anakin(
+        env,
+        learner,
+        num_envs=settings.num_envs,
+        rollout_length=settings.rollout_length,
+        normalization=normalization(settings),
+    )
+
+
+def normalization(settings: Settings) -> RunningNormalization | None:
+    """The running normalisation that `--normalize-observations` and `--normalize-rewards` ask for."""
+    if not (settings.normalize_observations or settings.normalize_rewards):
+        return None
+    return RunningNormalization(
+        observations=settings.normalize_observations, rewards=settings.normalize_rewards, discount=settings.discount
+    )
 
 
 def member_keys(settings: Settings) -> jax.Array:

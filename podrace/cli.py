@@ -24,6 +24,7 @@ from . import _cli_tasks as tasks, distributed
 from ._version import __version__
 from .checkpoint import Checkpointer
 from .compilation import enable_compilation_cache
+from .envs import AbstractEnv
 from .executors.evaluation import evaluate
 from .executors.population import Population, evaluate_population
 from .loggers import SINK_NAMES, make_sinks
@@ -146,6 +147,10 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("updates-per-call", _positive_int, "updates compiled into one call"),
         ("num-envs", _positive_int, "environments per device (in all, for gymnasium:ID)"),
         ("rollout-length", _positive_int, "environment steps per update"),
+    ],
+    "normalisation (JAX environments; statistics kept in the state)": [
+        ("normalize-observations", None, "normalise observations by their running mean and variance"),
+        ("normalize-rewards", None, "divide rewards by the running standard deviation of discounted returns"),
     ],
     "network": [
         ("hidden", _sizes, "sizes of the MLP torso's layers, e.g. 64,64"),
@@ -375,6 +380,11 @@ def _make_host_run(settings: tasks.Settings) -> tuple[Any, jax.Array]:
 
     if settings.seeds != 1:
         raise ValueError("--seeds trains a population of on-device pipelines; gymnasium:ID runs one seed.")
+    if tasks.normalization(settings) is not None:
+        raise ValueError(
+            "--normalize-observations and --normalize-rewards normalise inside on-device pipelines; "
+            "gymnasium:ID runs on the host: wrap the Gymnasium environment in its own normalisation wrappers."
+        )
     envs = gymnasium.make_vec(settings.env.removeprefix(tasks.GYMNASIUM_PREFIX), num_envs=settings.num_envs)
     spaces = (space_from_gymnasium(envs.single_action_space), tuple(envs.single_observation_space.shape or ()))
     network_key, run_key, collector_key = jax.random.split(jax.random.key(settings.seed), 3)
@@ -446,7 +456,7 @@ def _train(args: argparse.Namespace) -> int:
         final_return = f"{last.mean():.3f}" if last.size else "none (no episode ended)"
         say(f"mean episode reward (last {settings.updates_per_call} updates): {final_return}")
         if pipeline.num_members > 1:
-            returns = ", ".join(f"{value:.3g}" for value in log.mean_episode_return[-1])
+            returns = ", ".join(f"{value:.4g}" for value in log.mean_episode_return[-1])
             say(f"by seed ({settings.seed} to {settings.seed + settings.seeds - 1}): {returns}")
         if coordinator:
             output = args.output or pathlib.Path(f"{_slug(settings.env)}_learning_curve.png")
@@ -481,7 +491,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
         from .executors.host import evaluate_on_host
 
-        network = pipeline.learner.network_at(state)
+        env, network = None, pipeline.learner.network_at(state)
         result = evaluate_on_host(
             pipeline.collector.envs, network, policy, num_episodes=args.num_episodes, key=eval_key
         )
@@ -489,16 +499,34 @@ def _evaluate(args: argparse.Namespace) -> int:
     elif isinstance(pipeline, Population):
         if args.member >= pipeline.size:
             raise ValueError(f"--member {args.member}: the population has {pipeline.size} members.")
-        env = tasks.make_env(settings.env)
-        result = evaluate_population(
-            env, pipeline.networks(state), policy, num_episodes=args.num_episodes, key=eval_key
-        )
-        returns = np.asarray(result.returns)
-        member_state = jax.tree.map(lambda x: x[args.member], state.learner)
-        network = pipeline.member(args.member).learner.network_at(member_state)
+        members = [pipeline.member(m) for m in range(pipeline.size)]
+        member_states = [jax.tree.map(lambda x, m=m: x[m], state) for m in range(pipeline.size)]
+        if settings.normalize_observations:  # each member plays with its own statistics
+            results = [
+                evaluate(
+                    member.evaluation_env(member_state),
+                    member.learner.network_at(member_state.learner),
+                    policy,
+                    num_episodes=args.num_episodes,
+                    key=eval_key,
+                )
+                for member, member_state in zip(members, member_states, strict=True)
+            ]
+            returns = np.stack([np.asarray(result.returns) for result in results])
+        else:
+            result = evaluate_population(
+                tasks.make_env(settings.env),
+                pipeline.networks(state),
+                policy,
+                num_episodes=args.num_episodes,
+                key=eval_key,
+            )
+            returns = np.asarray(result.returns)
+        member, member_state = members[args.member], member_states[args.member]
+        env, network = member.evaluation_env(member_state), member.learner.network_at(member_state.learner)
     else:
-        network = pipeline.learner.network_at(state.learner)
-        result = evaluate(tasks.make_env(settings.env), network, policy, num_episodes=args.num_episodes, key=eval_key)
+        env, network = pipeline.evaluation_env(state), pipeline.learner.network_at(state.learner)
+        result = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
         returns = np.asarray(result.returns)[None]
     for member, member_returns in enumerate(returns):
         label = f"seed {settings.seed + member}: " if len(returns) > 1 else ""
@@ -507,12 +535,15 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{args.num_episodes} episodes ({type(policy).__name__} policy)"
         )
     if args.video is not None:
-        _write_video(settings, network, policy, video_key, args.video)
+        _write_video(settings, env, network, policy, video_key, args.video)
         print(f"video: {args.video}")
     return 0
 
 
-def _write_video(settings: tasks.Settings, network: Any, policy: Any, key: jax.Array, path: pathlib.Path) -> None:
+def _write_video(
+    settings: tasks.Settings, env: AbstractEnv | None, network: Any, policy: Any, key: jax.Array, path: pathlib.Path
+) -> None:
+    """One episode of `network` as a video: in `env`, or in the Gymnasium environment of a `gymnasium:ID` run."""
     from . import video
 
     if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
@@ -520,7 +551,8 @@ def _write_video(settings: tasks.Settings, network: Any, policy: Any, key: jax.A
             settings.env.removeprefix(tasks.GYMNASIUM_PREFIX), network, policy, key=key, seed=settings.seed
         )
     else:
-        frames = video.record_episode(tasks.make_env(settings.env), network, policy, key=key)
+        assert env is not None
+        frames = video.record_episode(env, network, policy, key=key)
     video.write_video(frames, path)
 
 

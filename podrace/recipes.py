@@ -1327,7 +1327,7 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
             bar.set_postfix(mean_return=f"{np.nanmean(curves[-1]):.3f}" if np.isfinite(curves[-1]).any() else "-")
             bar.update(updates * steps_per_update)
     published = recipe.published
-    evaluation_env = member.evaluation_env
+    evaluation_env = member.evaluation_env()
     if published.measure == "evaluation":
         networks = population.networks(state)
         episodes = evaluate_population(

@@ -226,6 +226,11 @@ ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
         pr.envs.TruncationAsTermination(pr.envs.TimeLimit(pr.envs.CartPole(), 4))
     ),
     "pendulum-v1": pr.envs.pendulum_v1,
+    "normalize-observation-pendulum": lambda: pr.envs.NormalizeObservation(
+        pr.envs.pendulum_v1(),
+        pr.envs.RunningStatistics(jnp.asarray(50.0), jnp.asarray([0.5, -0.2, 1.0]), jnp.asarray([0.3, 0.4, 4.0])),
+        clip=3.0,
+    ),
     "auto-reset-deep-sea": lambda: pr.envs.AutoReset(pr.envs.DeepSea(size=4)),
     "auto-reset-stochastic-deep-sea": lambda: pr.envs.AutoReset(pr.envs.DeepSea(size=4, deterministic=False)),
     "gymnax-cartpole": lambda: pr.envs.GymnaxEnv.make("CartPole-v1"),
@@ -1147,9 +1152,12 @@ from podrace import _cli_tasks as tasks
 
 def train(devices, num_envs):
     mesh = jax.sharding.Mesh(jax.devices()[:devices], ("devices",))
-    pipeline = pr.Anakin(env, learner, num_envs=num_envs, rollout_length=4, mesh=mesh)
-    return jax.tree.leaves(pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2).state.learner.params)
+    pipeline = pr.Anakin(env, learner, num_envs=num_envs, rollout_length=4, mesh=mesh, normalization=normalization)
+    state = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2).state
+    statistics = [] if normalization is None else [leaf[0] for leaf in jax.tree.leaves(state.envs.normalization)[:-1]]
+    return jax.tree.leaves(state.learner.params) + statistics
 
+normalization = pr.RunningNormalization() if sys.argv[2] == "normalized" else None
 settings = tasks.Settings(env=sys.argv[1], algo="ppo", rollout_length=4, num_minibatches=2)
 env = tasks.make_env(settings.env)
 learner = tasks.make_learner(settings, tasks.env_spaces(env), jax.random.key(0))
@@ -1159,11 +1167,12 @@ print("equal")
 """
 
 
-def assert_two_devices_train_as_one(env_name: str) -> None:
+def assert_two_devices_train_as_one(env_name: str, *, normalized: bool = False) -> None:
     """Two PPO updates of the command line's `env_name` on two forced CPU devices (four
-    environments each) end with the parameters of one device with eight, in a subprocess."""
+    environments each) end with the parameters of one device with eight, in a subprocess;
+    `normalized`: with a `RunningNormalization`, whose statistics must agree too."""
     run = subprocess.run(
-        [sys.executable, "-c", _TWO_DEVICES_SCRIPT, env_name],
+        [sys.executable, "-c", _TWO_DEVICES_SCRIPT, env_name, "normalized" if normalized else "raw"],
         env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"),
         capture_output=True,
         text=True,

@@ -88,7 +88,7 @@ def run_anakin(out: pathlib.Path, num_envs: int) -> None:
     result = pipeline.train(state, num_updates=NUM_UPDATES, evaluation=evaluation)
     network = pipeline.learner.network_at(result.state.learner)
     alone = pr.evaluate(
-        pipeline.evaluation_env, network, evaluation.policy, num_episodes=4, key=evaluation.key, max_steps=30
+        pipeline.evaluation_env(), network, evaluation.policy, num_episodes=4, key=evaluation.key, max_steps=30
     )
     np.savez(
         out / "anakin.npz",

@@ -294,7 +294,7 @@ def test_evaluation_in_the_training_program_equals_evaluate_and_does_not_retrace
     network = pipeline.learner.network_at(first.state.learner)
     for key, result in ((1, first), (2, second)):
         alone = pr.evaluate(
-            pipeline.evaluation_env, network, policy, num_episodes=5, key=jax.random.key(key), max_steps=20
+            pipeline.evaluation_env(), network, policy, num_episodes=5, key=jax.random.key(key), max_steps=20
         )
         helpers.assert_trees_close(result.evaluation, alone, rtol=0, atol=0)
     assert pipeline.train(state, num_updates=NUM_UPDATES).evaluation is None

@@ -8,6 +8,7 @@ import sys
 import time
 
 import jax
+import numpy as np
 import pytest
 
 import podrace as pr
@@ -256,6 +257,28 @@ def test_seeds_train_a_population_that_evaluates_by_seed(tmp_path, capsys):
     assert "seed 3: mean return" in printed and "seed 4: mean return" in printed, printed
     assert cli.main(["evaluate", str(directory), "--member", "2"]) == 2
     assert "the population has 2 members" in capsys.readouterr().err
+
+
+def test_normalised_seeds_train_and_evaluate_each_with_its_own_statistics(tmp_path, capsys):
+    directory, normalized = tmp_path / "run", ["--normalize-observations", "--normalize-rewards"]
+    argv = ["train", "pendulum", "ppo", *TINY, "--seeds", "2", *normalized, "--checkpoint-dir", str(directory)]
+    assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
+    video = tmp_path / "episode.gif"
+    argv = ["evaluate", str(directory), "--num-episodes", "2", "--member", "1", "--video", str(video)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "seed 0: mean return" in printed and "seed 1: mean return" in printed, printed
+    assert video.read_bytes().startswith(b"GIF8")
+    with Checkpointer(directory) as checkpointer:
+        settings = tasks.Settings.from_json(checkpointer.config()["settings"])
+        population, key = tasks.make_run(settings)
+        state = checkpointer.restore(population.init(key))
+    assert settings.normalize_observations and settings.normalize_rewards
+    statistics = state.envs.normalization.observations
+    assert statistics is not None and not np.allclose(statistics.mean[0, 0], statistics.mean[1, 0])
+    argv = ["train", "gymnasium:CartPole-v1", "ppo", *TINY, "--normalize-rewards"]
+    assert cli.main(argv) == 2
+    assert "gymnasium:ID runs on the host: wrap the Gymnasium environment" in capsys.readouterr().err
 
 
 def test_a_gymnasium_run_checkpoints_its_learner_and_evaluates(tmp_path, capsys):

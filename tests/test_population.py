@@ -140,7 +140,7 @@ def test_evaluation_inside_train_equals_evaluating_the_trained_members():
         if key == 9:
             count = len(traces)
     assert len(traces) == count, "a new evaluation key retraced the population"
-    env = population.member(0).evaluation_env
+    env = population.member(0).evaluation_env()
     for key, result in results.items():
         assert result.evaluation is not None and result.evaluation.returns.shape == (SIZE, 5)
         networks = population.networks(result.state)

@@ -11,6 +11,7 @@ from .from_gymnax import GymnaxEnv as GymnaxEnv
 from .from_jumanji import JumanjiEnv as JumanjiEnv
 from .from_navix import NavixEnv as NavixEnv
 from .from_xminigrid import XMiniGridEnv as XMiniGridEnv
+from .normalization import NormalizeObservation as NormalizeObservation, RunningStatistics as RunningStatistics
 from .pendulum import Pendulum as Pendulum, PendulumState as PendulumState, pendulum_v1 as pendulum_v1
 from .probes import (
     AbstractProbe as AbstractProbe,
@@ -54,6 +55,8 @@ __all__ = [
     "NavixEnv",
     "XMiniGridEnv",
     "AbstractWrapper",
+    "NormalizeObservation",
+    "RunningStatistics",
     "Pendulum",
     "PendulumState",
     "pendulum_v1",

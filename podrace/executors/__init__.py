@@ -9,6 +9,8 @@
 - `ray_actors`: host environments in Ray actors (other processes or
   machines), returning trajectories or gradients to a learner on the driver
   (needs the `ray` extra; Ray is imported when a pool is built).
+- `normalization`: running normalisation of observations and rewards, its
+  statistics in the pipeline's state.
 - `evaluation`: whole episodes with a fixed network and policy.
 - `pipeline`: the contract every executor's pipeline keeps (`init`, `train` and
   the sizes that turn updates into environment steps).
@@ -23,10 +25,11 @@ from . import (
     anakin as anakin,
     evaluation as evaluation,
     host as host,
+    normalization as normalization,
     pipeline as pipeline,
     population as population,
     ray_actors as ray_actors,
 )
 
 
-__all__ = ["actor", "anakin", "evaluation", "host", "pipeline", "population", "ray_actors"]
+__all__ = ["actor", "anakin", "evaluation", "host", "normalization", "pipeline", "population", "ray_actors"]

@@ -22,10 +22,12 @@ from .._types import TimeStep, Trajectory
 from .._validation import check_positive_int
 from ..agent import AbstractAgent
 from ..envs import AbstractEnv, AutoReset
+from ..envs.normalization import NormalizeObservation
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
 from ..results import EvaluationResult, TrainMetrics
 from .evaluation import Evaluation
+from .normalization import NormalizationState, RunningNormalization
 from .pipeline import AbstractPipeline, AbstractTrainResult
 
 
@@ -45,6 +47,9 @@ class EnvBatch(eqx.Module):
     - `episode_return`: the return so far of each running episode.
     - `episode_length`: the steps so far of each running episode (0 from its last step
         on, until the next one starts).
+    - `normalization`: each environment's copy of the running normalisation's
+        statistics (the same in all), when the pipeline normalises; `timestep` is then
+        normalised.
     """
 
     env_state: PyTree[Array]
@@ -53,6 +58,7 @@ class EnvBatch(eqx.Module):
     key: Key[Array, "*batch"]
     episode_return: Float[Array, "*batch"]
     episode_length: Int[Array, "*batch"]
+    normalization: NormalizationState | None = None
 
 
 @final
@@ -88,7 +94,12 @@ class TrainResult(AbstractTrainResult[AnakinState]):
 
 
 def rollout(
-    env: AbstractEnv, agent: AbstractAgent, envs: EnvBatch, length: int
+    env: AbstractEnv,
+    agent: AbstractAgent,
+    envs: EnvBatch,
+    length: int,
+    normalization: RunningNormalization | None = None,
+    axis_name: str | None = None,
 ) -> tuple[EnvBatch, Trajectory, Float[Array, " T batch"]]:
     """Acts for `length` steps in a batch of auto-resetting environments.
 
@@ -98,6 +109,9 @@ def rollout(
     - `agent`: what acts (shared by all environments).
     - `envs`: the batch to step.
     - `length`: the number of steps `T`.
+    - `normalization`: normalises the time steps that the agent and the trajectory see
+        (the episode returns stay the environment's own).
+    - `axis_name`: inside `shard_map`, the device axis the batch is split over.
 
     **Returns:**
 
@@ -117,7 +131,11 @@ def rollout(
         episode_return = jnp.where(timestep.is_first, 0.0, envs.episode_return + timestep.reward)
         ended_return = jnp.where(timestep.is_last, episode_return, 0.0)
         episode_length = jnp.where(timestep.is_first | timestep.is_last, 0, envs.episode_length + 1)
-        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return, episode_length), (
+        statistics = envs.normalization
+        if normalization is not None:
+            assert statistics is not None
+            statistics, timestep = normalization.step(statistics, timestep, axis_name)
+        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return, episode_length, statistics), (
             envs.timestep,
             policy_step,
             ended_return,
@@ -128,7 +146,14 @@ def rollout(
     return last, Trajectory(timesteps, policy_steps, envs.carry), ended_returns
 
 
-def init_state(env: AbstractEnv, learner: AbstractLearner, key: PRNGKeyArray, *, num_envs: int) -> AnakinState:
+def init_state(
+    env: AbstractEnv,
+    learner: AbstractLearner,
+    key: PRNGKeyArray,
+    *,
+    num_envs: int,
+    normalization: RunningNormalization | None = None,
+) -> AnakinState:
     """The initial state of `num_envs` auto-resetting environments and of the learner.
 
     The device-free core of [`podrace.Anakin.init`][]: it runs on one device, under
@@ -144,6 +169,8 @@ def init_state(env: AbstractEnv, learner: AbstractLearner, key: PRNGKeyArray, *,
     - `learner`: the learner.
     - `key`: the randomness of the resets, of every later step and of the learner.
     - `num_envs`: the number of environments.
+    - `normalization`: the running normalisation, if any; its statistics start from
+        the first observations of all `num_envs` environments.
 
     **Returns:**
 
@@ -158,6 +185,11 @@ def init_state(env: AbstractEnv, learner: AbstractLearner, key: PRNGKeyArray, *,
 
     learner_key, envs_key = jax.random.split(key)
     envs = jax.vmap(reset)(jax.random.split(envs_key, num_envs))
+    if normalization is not None:
+        statistics, timestep = normalization.init(envs.timestep)
+        envs = EnvBatch(
+            envs.env_state, timestep, envs.carry, envs.key, envs.episode_return, envs.episode_length, statistics
+        )
     return AnakinState(learner.init(learner_key, envs.timestep), envs)
 
 
@@ -169,6 +201,7 @@ def train_steps(
     rollout_length: int,
     num_updates: int,
     axis_name: str | None = None,
+    normalization: RunningNormalization | None = None,
 ) -> tuple[AnakinState, TrainMetrics]:
     """Runs `num_updates` rollouts and learner updates: the device-free core of [`podrace.Anakin.train`][].
 
@@ -180,7 +213,9 @@ def train_steps(
     - `rollout_length`: environment steps per update.
     - `num_updates`: the number of updates (static).
     - `axis_name`: inside `shard_map`, the device axis that the environment batch is
-        split over (gradients and episode counts are combined over it); `None` outside.
+        split over (gradients, episode counts and normalisation statistics are combined
+        over it); `None` outside.
+    - `normalization`: the running normalisation, if any.
 
     **Returns:**
 
@@ -188,7 +223,8 @@ def train_steps(
     """
 
     def one_update(state: AnakinState, _):
-        envs, trajectory, ended_returns = rollout(env, learner.agent(state.learner), state.envs, rollout_length)
+        agent = learner.agent(state.learner)
+        envs, trajectory, ended_returns = rollout(env, agent, state.envs, rollout_length, normalization, axis_name)
         learner_state, update_metrics = learner.update(state.learner, trajectory, axis_name=axis_name)
         # Every step but a reset belongs to an episode: the episodes that ended took the
         # rollout's other steps and the steps they had taken before it, but for the steps
@@ -228,6 +264,8 @@ class Anakin(AbstractPipeline[AnakinState]):
         spans every process, each stepping the environments on its own devices). On one
         device no `shard_map` is used, so the pipeline also composes under a user's
         `eqx.filter_vmap` or `eqx.filter_pmap`.
+    - `normalization`: a [`podrace.RunningNormalization`][] of observations and
+        rewards, its statistics kept in the state; `None` for none.
     """
 
     env: AbstractEnv
@@ -235,6 +273,7 @@ class Anakin(AbstractPipeline[AnakinState]):
     num_envs: int = eqx.field(static=True)
     rollout_length: int = eqx.field(static=True)
     mesh: Mesh = eqx.field(static=True)
+    normalization: RunningNormalization | None
 
     def __init__(
         self,
@@ -244,6 +283,7 @@ class Anakin(AbstractPipeline[AnakinState]):
         num_envs: int,
         rollout_length: int,
         mesh: Mesh | None = None,
+        normalization: RunningNormalization | None = None,
     ):
         check_positive_int("Anakin", "num_envs", num_envs)
         check_positive_int("Anakin", "rollout_length", rollout_length)
@@ -251,13 +291,18 @@ class Anakin(AbstractPipeline[AnakinState]):
             mesh = jax.make_mesh((jax.device_count(),), ("devices",))
         if len(mesh.axis_names) != 1:
             raise ValueError(f"Anakin: the mesh must have one axis (the devices), got axes {mesh.axis_names}.")
+        if normalization is not None:
+            normalization.check_fits(env)
         observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+        if normalization is not None and normalization.observations:
+            observation = jax.ShapeDtypeStruct(observation.shape, jnp.float32)
         learner.check_fits(env.action_space, observation, num_envs=num_envs, env_name=type(env).__name__)
         self.env = env if isinstance(env, AutoReset) else AutoReset(env)
         self.learner = learner
         self.num_envs = num_envs
         self.rollout_length = rollout_length
         self.mesh = mesh
+        self.normalization = normalization
 
     @property
     def num_devices(self) -> int:
@@ -292,7 +337,8 @@ class Anakin(AbstractPipeline[AnakinState]):
     def _init(self, key: PRNGKeyArray) -> AnakinState:
         # Laid out inside the compiled program, so that with many processes each one
         # computes only the environments on its own devices.
-        state = init_state(self.env, self.learner, key, num_envs=self.num_devices * self.num_envs)
+        num_envs = self.num_devices * self.num_envs
+        state = init_state(self.env, self.learner, key, num_envs=num_envs, normalization=self.normalization)
         if self.num_devices == 1:
             return state
         (axis,) = self.mesh.axis_names
@@ -335,30 +381,57 @@ class Anakin(AbstractPipeline[AnakinState]):
             raise_non_finite_loss(error)
             raise
 
-    @property
-    def evaluation_env(self) -> AbstractEnv:
-        """The environment without its auto-reset, where evaluations play whole episodes."""
+    def evaluation_env(self, state: AnakinState | None = None) -> AbstractEnv:
+        """The environment without its auto-reset, where evaluations play whole episodes.
+
+        When the pipeline normalises observations, they are normalised with the
+        statistics of `state` ([`podrace.envs.NormalizeObservation`][]), as the agent
+        saw them in training.
+
+        **Arguments:**
+
+        - `state`: the state whose statistics normalise observations; needed only when
+            the pipeline normalises them.
+        """
         assert isinstance(self.env, AutoReset)
-        return self.env.env
+        if self.normalization is None or not self.normalization.observations:
+            return self.env.env
+        if state is None:
+            raise ValueError(
+                "Anakin.evaluation_env: this pipeline normalises observations, so pass the state whose "
+                "statistics normalise them: evaluation_env(state)."
+            )
+        assert state.envs.normalization is not None
+        statistics = self.normalization.observation_statistics(state.envs.normalization)
+        assert statistics is not None
+        return NormalizeObservation(
+            self.env.env, statistics, clip=self.normalization.clip, epsilon=self.normalization.epsilon
+        )
 
     @eqx.filter_jit
     def _train(self, state: AnakinState, evaluation: Evaluation | None, *, num_updates: int) -> TrainResult:
         state, metrics = self._train_steps(state, num_updates)
         if evaluation is None:
             return TrainResult(state, metrics)
-        return TrainResult(state, metrics, evaluation.play(self.evaluation_env, self.learner.network_at(state.learner)))
+        network = self.learner.network_at(state.learner)
+        return TrainResult(state, metrics, evaluation.play(self.evaluation_env(state), network))
 
     def _train_steps(self, state: AnakinState, num_updates: int) -> tuple[AnakinState, TrainMetrics]:
         if self.num_devices == 1:
             return train_steps(
-                self.env, self.learner, state, rollout_length=self.rollout_length, num_updates=num_updates
+                self.env,
+                self.learner,
+                state,
+                rollout_length=self.rollout_length,
+                num_updates=num_updates,
+                normalization=self.normalization,
             )
 
         (axis,) = self.mesh.axis_names
-        dynamic, static = eqx.partition((self.env, self.learner), eqx.is_array)
+        dynamic, static = eqx.partition((self.env, self.learner, self.normalization), eqx.is_array)
 
         def on_shard(dynamic, learner_state, envs):
-            env, learner = eqx.combine(dynamic, static)
+            env, learner, normalization = eqx.combine(dynamic, static)
             state, metrics = train_steps(
                 env,
                 learner,
@@ -366,6 +439,7 @@ class Anakin(AbstractPipeline[AnakinState]):
                 rollout_length=self.rollout_length,
                 num_updates=num_updates,
                 axis_name=axis,
+                normalization=normalization,
             )
             return state.learner, state.envs, metrics
 

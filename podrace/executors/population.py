@@ -163,7 +163,13 @@ class Population(AbstractPipeline[AnakinState]):
         def init_members(hyperparameters, keys):
             def init_member(hyperparameters, key):
                 pipeline = self.make_pipeline(hyperparameters)
-                return init_state(pipeline.env, pipeline.learner, key, num_envs=pipeline.num_envs)
+                return init_state(
+                    pipeline.env,
+                    pipeline.learner,
+                    key,
+                    num_envs=pipeline.num_envs,
+                    normalization=pipeline.normalization,
+                )
 
             return jax.vmap(init_member)(hyperparameters, keys)
 
@@ -199,6 +205,7 @@ class Population(AbstractPipeline[AnakinState]):
                     state,
                     rollout_length=pipeline.rollout_length,
                     num_updates=num_updates,
+                    normalization=pipeline.normalization,
                 )
                 return TrainResult(state, metrics)
 
@@ -211,7 +218,7 @@ class Population(AbstractPipeline[AnakinState]):
         def play_members(hyperparameters, state):
             def play(hyperparameters, state):
                 pipeline = self.make_pipeline(hyperparameters)
-                return evaluation.play(pipeline.evaluation_env, pipeline.learner.network_at(state.learner))
+                return evaluation.play(pipeline.evaluation_env(state), pipeline.learner.network_at(state.learner))
 
             return jax.vmap(play)(hyperparameters, state)
 

@@ -1,0 +1,141 @@
+"""Running normalisation of observations and rewards, with its statistics in the pipeline's state.
+
+Continuous control is commonly trained on normalised observations and rewards: Brax's
+PPO normalises observations, and CleanRL's continuous PPO (after OpenAI Baselines'
+`VecNormalize`) normalises both. An environment alone cannot: its statistics are those
+of the whole batch, on every device. So the pipeline keeps them, beside its
+environments: they are checkpointed and resumed with them, every device merges the
+same batch statistics, and evaluations normalise with them, frozen.
+"""
+
+from typing import final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._types import TimeStep
+from ..envs import AbstractEnv
+from ..envs.normalization import RunningStatistics, check_normalizable
+
+
+@final
+class NormalizationState(eqx.Module):
+    """The statistics of one environment's copy (the same in every environment of a batch).
+
+    **Arguments:**
+
+    - `observations`: of every observation seen (`None` when they are not normalised).
+    - `returns`: of the discounted returns, the rewards' scale (`None` when rewards are
+        not normalised).
+    - `discounted_return`: this environment's discounted sum of rewards so far in its
+        episode.
+    """
+
+    observations: RunningStatistics | None
+    returns: RunningStatistics | None
+    discounted_return: Float[Array, "*batch"]
+
+
+@final
+class RunningNormalization(eqx.Module):
+    """Normalises a pipeline's observations and rewards with running statistics.
+
+    At every step the batch's observations (of every device) join the running mean and
+    variance, and each observation becomes `(o - mean) / sqrt(var + epsilon)`, clipped
+    to `[-clip, clip]`. Each environment's discounted return `G = discount * G + r` (0
+    again after an episode ends) joins the statistics of returns, and each reward becomes
+    `r / sqrt(var_G + epsilon)`, clipped likewise. This is Gymnasium's
+    `NormalizeObservation` and OpenAI Baselines' `VecNormalize`, as CleanRL's continuous
+    PPO uses them, with the batch and devices merged. A reset's time step joins the
+    observations' statistics but not the returns' (it has no reward).
+
+    The learner sees the normalised time steps; the pipeline's episode returns stay those
+    of the environment's own rewards, and evaluations play with observations normalised
+    by the statistics reached, frozen ([`podrace.envs.NormalizeObservation`][]).
+
+    **Arguments:**
+
+    - `observations`: whether to normalise observations (one array, a `Box` space).
+    - `rewards`: whether to normalise rewards.
+    - `discount`: the discount of the returns whose scale normalises rewards (use the
+        learner's).
+    - `clip`: normalised values are clipped to `[-clip, clip]`.
+    - `epsilon`: added to variances.
+    """
+
+    observations: bool = eqx.field(static=True, default=True)
+    rewards: bool = eqx.field(static=True, default=True)
+    discount: float | Array = 0.99
+    clip: float | Array = 10.0
+    epsilon: float = eqx.field(static=True, default=1e-8)
+
+    def __check_init__(self):
+        if not (self.observations or self.rewards):
+            raise ValueError("RunningNormalization: normalise observations, rewards or both (both are False).")
+
+    def check_fits(self, env: AbstractEnv) -> None:
+        """Refuses an environment whose observations cannot be normalised."""
+        if self.observations:
+            check_normalizable(env)
+
+    def init(self, timestep: TimeStep) -> tuple[NormalizationState, TimeStep]:
+        """The statistics of a batch's first time steps, and those time steps normalised.
+
+        **Arguments:**
+
+        - `timestep`: the first time steps of the whole batch (every device's).
+
+        **Returns:**
+
+        One copy of the statistics per environment (leading batch axis) and the
+        normalised time steps.
+        """
+        batch_size = timestep.reward.shape[0]
+        observations = returns = None
+        if self.observations:
+            observations = RunningStatistics.initial(timestep.observation.shape[1:])
+        if self.rewards:
+            returns = RunningStatistics.initial(())
+        state = NormalizationState(observations, returns, jnp.zeros((), jnp.float32))
+        state = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch_size, *x.shape)), state)
+        return self.step(state, timestep)
+
+    def step(
+        self, state: NormalizationState, timestep: TimeStep, axis_name: str | None = None
+    ) -> tuple[NormalizationState, TimeStep]:
+        """Merges a batch's new time steps into the statistics and normalises them.
+
+        **Arguments:**
+
+        - `state`: the batch's copies of the statistics.
+        - `timestep`: the batch's new time steps.
+        - `axis_name`: inside `shard_map`, the device axis the batch is split over.
+
+        **Returns:**
+
+        The updated copies and the normalised time steps.
+        """
+        batch_size = timestep.reward.shape[0]
+        shared = jax.tree.map(lambda x: x[0], (state.observations, state.returns))
+        observations, returns = shared
+        discounted_return = state.discounted_return
+        if observations is not None:
+            observations = observations.update(timestep.observation, jnp.ones(batch_size, bool), axis_name)
+            observation = observations.normalize(timestep.observation, clip=self.clip, epsilon=self.epsilon)
+            timestep = eqx.tree_at(lambda t: t.observation, timestep, observation)
+        if returns is not None:
+            discounted_return = self.discount * discounted_return + timestep.reward
+            returns = returns.update(discounted_return, ~timestep.is_first, axis_name)
+            reward = jnp.clip(timestep.reward / jnp.sqrt(returns.var + self.epsilon), -self.clip, self.clip)
+            timestep = eqx.tree_at(lambda t: t.reward, timestep, reward.astype(timestep.reward.dtype))
+            discounted_return = jnp.where(timestep.is_last, 0.0, discounted_return)
+        observations, returns = jax.tree.map(
+            lambda x: jnp.broadcast_to(x, (batch_size, *x.shape)), (observations, returns)
+        )
+        return NormalizationState(observations, returns, discounted_return), timestep
+
+    def observation_statistics(self, state: NormalizationState) -> RunningStatistics | None:
+        """The observations' statistics of a batch's copies (`None` when not normalised)."""
+        return None if state.observations is None else jax.tree.map(lambda x: x[0], state.observations)
