@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
 GALLERY = ROOT / "docs" / "gallery"
 # Updates per example: 200, or fewer where 200 would take minutes on a 2-core CPU.
-NUM_UPDATES = {"ray_pong": 50}
+NUM_UPDATES = {"ray_pong": 50, "craftax_classic": 20}
 DEFAULT_NUM_UPDATES = 200
 PICTURES = ("*.png", "*.gif")
 
