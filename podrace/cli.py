@@ -25,8 +25,8 @@ from ._version import __version__
 from .checkpoint import Checkpointer
 from .compilation import enable_compilation_cache
 from .envs import AbstractEnv
-from .executors.evaluation import evaluate
-from .executors.population import Population, evaluate_population
+from .executors.evaluation import Evaluation, evaluate
+from .executors.population import Population
 from .loggers import SINK_NAMES, make_sinks
 from .progress import import_pyplot, plot_learning_curve, train_with_progress
 
@@ -499,30 +499,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     elif isinstance(pipeline, Population):
         if args.member >= pipeline.size:
             raise ValueError(f"--member {args.member}: the population has {pipeline.size} members.")
-        members = [pipeline.member(m) for m in range(pipeline.size)]
-        member_states = [jax.tree.map(lambda x, m=m: x[m], state) for m in range(pipeline.size)]
-        if settings.normalize_observations:  # each member plays with its own statistics
-            results = [
-                evaluate(
-                    member.evaluation_env(member_state),
-                    member.learner.network_at(member_state.learner),
-                    policy,
-                    num_episodes=args.num_episodes,
-                    key=eval_key,
-                )
-                for member, member_state in zip(members, member_states, strict=True)
-            ]
-            returns = np.stack([np.asarray(result.returns) for result in results])
-        else:
-            result = evaluate_population(
-                tasks.make_env(settings.env),
-                pipeline.networks(state),
-                policy,
-                num_episodes=args.num_episodes,
-                key=eval_key,
-            )
-            returns = np.asarray(result.returns)
-        member, member_state = members[args.member], member_states[args.member]
+        # Each member plays in its own evaluation environment (its own normalisation statistics).
+        evaluation = Evaluation(policy, num_episodes=args.num_episodes, key=eval_key)
+        returns = np.asarray(pipeline.evaluate(state, evaluation).returns)
+        member, member_state = pipeline.member(args.member), jax.tree.map(lambda x: x[args.member], state)
         env, network = member.evaluation_env(member_state), member.learner.network_at(member_state.learner)
     else:
         env, network = pipeline.evaluation_env(state), pipeline.learner.network_at(state.learner)

@@ -55,12 +55,9 @@ def test_ppo_learns_an_easy_task_clearly_better_than_random(package):
     env = tasks.make_env(env_name)
     # PPO's own stochastic policy, as it acts while learning: a greedy one can loop in a grid world.
     policy = tasks.training_policy(settings, env.action_space)
-    returns = np.zeros(NUM_SEEDS)
-    for seed in range(NUM_SEEDS):  # each in its member's environment (its own normalisation statistics)
-        member, state = population.member(seed), jax.tree.map(lambda x, seed=seed: x[seed], result.state)
-        network = member.learner.network_at(state.learner)
-        evaluation = pr.evaluate(member.evaluation_env(state), network, policy, num_episodes=32, key=jax.random.key(10))
-        returns[seed] = np.asarray(evaluation.returns).mean()
+    # Each seed in its own evaluation environment (its own normalisation statistics).
+    evaluation = pr.Evaluation(policy, num_episodes=32, key=jax.random.key(10))
+    returns = np.asarray(population.evaluate(result.state, evaluation).returns).mean(axis=1)
     random = float(random_policy_episodes(env, num_episodes=64, key=jax.random.key(0)).returns.mean())
     learnt = int(np.sum(returns >= threshold))
     per_seed = ", ".join(f"{seed}: {value:.4g}" for seed, value in enumerate(returns))

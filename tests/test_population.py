@@ -147,6 +147,8 @@ def test_evaluation_inside_train_equals_evaluating_the_trained_members():
         # Every member plays the episodes of the same key, as evaluate_population plays them.
         alone = pr.evaluate_population(env, networks, policy, num_episodes=5, key=jax.random.key(key), max_steps=20)
         helpers.assert_trees_close(result.evaluation, alone, rtol=0, atol=0)
+        evaluation = pr.Evaluation(policy, num_episodes=5, key=jax.random.key(key), max_steps=20)
+        helpers.assert_trees_close(population.evaluate(result.state, evaluation), alone, rtol=0, atol=0)
     assert population.train(state, num_updates=NUM_UPDATES).evaluation is None
 
 

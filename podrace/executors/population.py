@@ -214,7 +214,26 @@ class Population(AbstractPipeline[AnakinState]):
         result = self._over_members(train_members, self.hyperparameters, state)
         if evaluation is None:
             return result
+        return TrainResult(result.state, result.metrics, self._play(result.state, evaluation))
 
+    @eqx.filter_jit
+    def evaluate(self, state: AnakinState, evaluation: Evaluation) -> EvaluationResult:
+        """Every member's network plays `evaluation`'s episodes in its own
+        [`podrace.Anakin.evaluation_env`][] (with its own normalisation statistics, if
+        any), in one compiled call, as `train` plays them at the end of a call.
+
+        **Arguments:**
+
+        - `state`: the members' states.
+        - `evaluation`: the episodes, played with the same key by every member.
+
+        **Returns:**
+
+        The episodes, with axes `[size, num_episodes]`.
+        """
+        return self._play(state, evaluation)
+
+    def _play(self, state: AnakinState, evaluation: Evaluation) -> EvaluationResult:
         def play_members(hyperparameters, state):
             def play(hyperparameters, state):
                 pipeline = self.make_pipeline(hyperparameters)
@@ -222,8 +241,7 @@ class Population(AbstractPipeline[AnakinState]):
 
             return jax.vmap(play)(hyperparameters, state)
 
-        episodes = self._over_members(play_members, self.hyperparameters, result.state)
-        return TrainResult(result.state, result.metrics, episodes)
+        return self._over_members(play_members, self.hyperparameters, state)
 
     def _over_members(self, function: Callable, *stacked: PyTree[Array]):
         """`function` of stacked members, its members split over the mesh's devices.
