@@ -51,8 +51,8 @@ def slow(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def ecosystem(session: nox.Session) -> None:
-    """Every registered environment of the other packages (Brax, Navix, Jumanji, Craftax,
-    XLand-MiniGrid) through `check_env`: about an hour on two cores, so not in CI, which
+    """Every registered environment of the other packages (Brax, Playground, Navix, Jumanji,
+    Craftax, XLand-MiniGrid) through `check_env`: about an hour on two cores, so not in CI, which
     checks one or a few of each package in the default session."""
     session.install("-e", ".[test]")
     session.run("pytest", "-m", "ecosystem", *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION)
@@ -69,9 +69,8 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """pyright over the package, examples and benchmarks."""
-    session.install(
-        "-e", ".[plot,bench,es,checkpoint,tensorboard,video,brax,navix,jumanji,craftax,xminigrid]", "pyright>=1.1.380"
-    )
+    extras = "plot,bench,es,checkpoint,tensorboard,video,brax,playground,navix,jumanji,craftax,xminigrid,onnx"
+    session.install("-e", f".[{extras}]", "pyright>=1.1.380")
     session.run("pyright")
 
 

@@ -27,7 +27,7 @@ BATCH_SIZES = (1, 128, 4096)
 
 def _own_step(adapter: pr.envs.AbstractEnv) -> Callable:
     """The package's own step of one environment: `(state, action, key) -> state`."""
-    if isinstance(adapter, pr.envs.BraxEnv | pr.envs.NavixEnv):
+    if isinstance(adapter, pr.envs.BraxEnv | pr.envs.PlaygroundEnv | pr.envs.NavixEnv):
         return lambda state, action, key: adapter.env.step(state, action)
     if isinstance(adapter, pr.envs.JumanjiEnv):
         return lambda state, action, key: adapter.env.step(state, adapter._jumanji_action(action))[0]
@@ -62,6 +62,7 @@ def _adapters() -> dict[str, Callable[[], pr.envs.AbstractEnv]]:
     """One environment of each installed package."""
     candidates = {
         "brax": ("brax", lambda: pr.envs.BraxEnv.make("inverted_pendulum")),
+        "playground": ("mujoco_playground", lambda: pr.envs.PlaygroundEnv.make("CartpoleBalance")),
         "navix": ("navix", lambda: pr.envs.NavixEnv.make("Navix-Empty-8x8-v0")),
         "jumanji": ("jumanji", lambda: pr.envs.JumanjiEnv.make("Knapsack-v1")),
         "xminigrid": ("xminigrid", lambda: pr.envs.XMiniGridEnv.make("MiniGrid-Empty-8x8")),

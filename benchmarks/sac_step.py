@@ -136,6 +136,45 @@ def _flops(function, *args) -> float:
     return float(cost["flops"])
 
 
+def time_learn_steps(pipeline, handwritten_step, handwritten_state, steps: int, rounds: int):
+    """Fills the replay of `pipeline` by 2,000 training steps, then times its whole
+    iteration, its learner's `learn_step` alone and `handwritten_step` from
+    `handwritten_state`, each as `steps` steps of one compiled `lax.scan`, in `rounds`
+    interleaved rounds. Returns the median seconds per step of each, printed with each
+    round's, and the learner's filled state split into arrays and the rest."""
+    learner = pipeline.learner
+    state = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2_000).state  # fills the replay
+    arrays, static = eqx.partition(state.learner, eqx.is_array)
+
+    def podrace_learn_steps(arrays, key):
+        def body(learner_state, step_key):
+            learner_state, metrics = learner.learn_step(learner_state, step_key, None)
+            return learner_state, metrics.loss
+
+        return jax.lax.scan(body, eqx.combine(arrays, static), jax.random.split(key, steps))[1]
+
+    methods = {
+        "podrace_iteration": lambda key: pipeline.train(state, num_updates=steps).metrics.update.loss,
+        "podrace_learn_step": jax.jit(lambda key: podrace_learn_steps(arrays, key)),
+        "handwritten_learn_step": jax.jit(
+            lambda key: jax.lax.scan(handwritten_step, handwritten_state, jax.random.split(key, steps))[1]
+        ),
+    }
+    for method in methods.values():
+        jax.block_until_ready(method(jax.random.key(3)))  # compile and warm up
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for round_index in range(rounds):
+        names = list(methods)
+        for name in names[round_index % len(names) :] + names[: round_index % len(names)]:
+            start = time.perf_counter()
+            jax.block_until_ready(methods[name](jax.random.key(4 + round_index)))
+            times[name].append((time.perf_counter() - start) / steps)
+    median = {name: statistics.median(values) for name, values in times.items()}
+    for name, seconds in median.items():
+        print(f"{name}: {1e6 * seconds:.0f} us per step (rounds: {', '.join(f'{1e6 * t:.0f}' for t in times[name])})")
+    return median, arrays, static
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2_000, help="steps per timed call")
@@ -145,40 +184,12 @@ def main() -> None:
     pipeline = sac_pipeline(jax.random.key(0), SAC)
     learner = pipeline.learner
     assert isinstance(learner, SACLearner)
-    state = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2_000).state  # fills the replay
-    arrays, static = eqx.partition(state.learner, eqx.is_array)
-
-    def podrace_learn_steps(arrays, key):
-        def body(learner_state, step_key):
-            learner_state, metrics = learner.learn_step(learner_state, step_key, None)
-            return learner_state, metrics.loss
-
-        return jax.lax.scan(body, eqx.combine(arrays, static), jax.random.split(key, args.steps))[1]
-
     handwritten = _handwritten_state(jax.random.key(2))
-    methods = {
-        "podrace_iteration": lambda key: pipeline.train(state, num_updates=args.steps).metrics.update.loss,
-        "podrace_learn_step": jax.jit(lambda key: podrace_learn_steps(arrays, key)),
-        "handwritten_learn_step": jax.jit(
-            lambda key: jax.lax.scan(_handwritten_learn_step, handwritten, jax.random.split(key, args.steps))[1]
-        ),
-    }
-    for method in methods.values():
-        jax.block_until_ready(method(jax.random.key(3)))  # compile and warm up
-    times: dict[str, list[float]] = {name: [] for name in methods}
-    for round_index in range(args.rounds):
-        names = list(methods)
-        for name in names[round_index % len(names) :] + names[: round_index % len(names)]:
-            start = time.perf_counter()
-            jax.block_until_ready(methods[name](jax.random.key(4 + round_index)))
-            times[name].append((time.perf_counter() - start) / args.steps)
+    median, arrays, static = time_learn_steps(pipeline, _handwritten_learn_step, handwritten, args.steps, args.rounds)
     podrace_flops = _flops(
         lambda a, k: learner.learn_step(eqx.combine(a, static), k, None)[1].loss, arrays, jax.random.key(5)
     )
     handwritten_flops = _flops(lambda c, k: _handwritten_learn_step(c, k)[1], handwritten, jax.random.key(5))
-    median = {name: statistics.median(values) for name, values in times.items()}
-    for name, seconds in median.items():
-        print(f"{name}: {1e6 * seconds:.0f} us per step (rounds: {', '.join(f'{1e6 * t:.0f}' for t in times[name])})")
     print(
         f"XLA floating-point operations per learn step: podrace {podrace_flops / 1e6:.1f}M, "
         f"hand-written {handwritten_flops / 1e6:.1f}M"

@@ -5,6 +5,7 @@ from . import (
     distributed as distributed,
     envs as envs,
     executors as executors,
+    export as export,
     learners as learners,
     loggers as loggers,
     losses as losses,

@@ -25,6 +25,7 @@ from .envs.from_craftax import CraftaxEnv, craftax_ids
 from .envs.from_gymnax import gymnax_ids
 from .envs.from_jumanji import JumanjiEnv, jumanji_ids
 from .envs.from_navix import NavixEnv, navix_ids
+from .envs.from_playground import playground_env, playground_exclusions, playground_ids
 from .envs.from_xminigrid import XMiniGridEnv, xminigrid_ids
 from .executors.anakin import Anakin
 from .executors.normalization import RunningNormalization
@@ -384,17 +385,25 @@ class EnvSuite:
     - `make`: the JAX environment of an id; `None` for host environments, which run
         through the host collector.
     - `about`: what the ids are, for the help text.
+    - `exclusions`: the package's registered ids that podrace refuses, with the reason.
     """
 
     ids: Callable[[], list[str]]
     make: Callable[[str], AbstractEnv] | None
     about: str
+    exclusions: Callable[[], dict[str, str]] = dict
 
 
 ENV_SUITES: dict[str, EnvSuite] = {
     "gymnax": EnvSuite(gymnax_ids, GymnaxEnv.make, "any gymnax id"),
     "gymnasium": EnvSuite(_gymnasium_ids, None, "any Gymnasium id, acting on the host"),
     "brax": EnvSuite(brax_ids, brax_env, "a Brax environment, truncated at 1000 steps"),
+    "playground": EnvSuite(
+        playground_ids,
+        playground_env,
+        "a DM Control Suite environment of MuJoCo Playground, truncated at 1000 steps",
+        playground_exclusions,
+    ),
     "navix": EnvSuite(navix_ids, NavixEnv.make, "a Navix grid world"),
     "jumanji": EnvSuite(jumanji_ids, JumanjiEnv.make, "a Jumanji environment, its observations flattened"),
     "craftax": EnvSuite(craftax_ids, CraftaxEnv, "Craftax or Craftax-Classic"),
@@ -416,6 +425,8 @@ def check_env_name(name: str) -> None:
         choices = [*BUILT_IN_ENVS, *(f"{prefix}:ID" for prefix in ENV_SUITES)]
         raise ValueError(unknown_name("environment", name, choices))
     suite, env_id = found
+    if reason := suite.exclusions().get(env_id):
+        raise ValueError(f"{name} is not available: {reason}.")
     if env_id not in (ids := suite.ids()):
         prefix = name.partition(":")[0]
         raise ValueError(unknown_name(f"{prefix} environment", env_id, ids))

@@ -5,7 +5,8 @@
 any of the algorithms: TD(lambda) Q-learning, Q-learning, DQN, REINFORCE, A2C, PPO
 and V-trace, feed-forward or recurrent (`--core gru|lstm`). `podrace train catch`
 runs the Podracer paper's Anakin experiment. `podrace evaluate CHECKPOINT_DIR` plays
-the trained agent of a checkpoint and can write a video of it.
+the trained agent of a checkpoint and can write a video of it; `podrace export
+CHECKPOINT_DIR` writes its deterministic policy as an ONNX model or as StableHLO.
 """
 
 import argparse
@@ -24,9 +25,11 @@ from . import _cli_tasks as tasks, distributed
 from ._version import __version__
 from .checkpoint import Checkpointer
 from .compilation import enable_compilation_cache
-from .envs import AbstractEnv
+from .envs import AbstractEnv, NormalizeObservation
+from .envs._packages import import_package
 from .executors.evaluation import Evaluation, evaluate
 from .executors.population import Population
+from .export import FORMATS, export_policy
 from .loggers import SINK_NAMES, make_sinks
 from .progress import import_pyplot, plot_learning_curve, train_with_progress
 
@@ -284,6 +287,21 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate_.set_defaults(run=_evaluate)
 
 
+def _add_export_parser(commands: Any) -> None:
+    export = commands.add_parser(
+        "export", help="write the trained agent's deterministic policy as an ONNX model or as StableHLO"
+    )
+    export.add_argument("checkpoint_dir", metavar="CHECKPOINT_DIR", type=pathlib.Path, help="a --checkpoint-dir")
+    export.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (extra podrace[onnx]) or stablehlo")
+    export.add_argument(
+        "--out", type=pathlib.Path, help="the model's path (default: ENV_ALGO.FORMAT in the current directory)"
+    )
+    export.add_argument("--step", type=_non_negative_int, help="which checkpoint (the latest by default)")
+    export.add_argument("--member", type=_non_negative_int, default=0, help="the population member to export")
+    _add_compilation_cache_flag(export)
+    export.set_defaults(run=_export)
+
+
 def _add_reproduce_parser(commands: Any) -> None:
     reproduce = commands.add_parser(
         "reproduce",
@@ -477,37 +495,49 @@ def _slug(env: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    with Checkpointer(args.checkpoint_dir) as checkpointer:
-        step = checkpointer.latest_step if args.step is None else args.step
+def _restore(checkpoint_dir: pathlib.Path, step: int | None) -> tuple[tasks.Settings, Any, Any, int]:
+    """The settings, pipeline and state of a checkpoint (the latest one by default)."""
+    with Checkpointer(checkpoint_dir) as checkpointer:
+        step = checkpointer.latest_step if step is None else step
         if step is None:
-            raise ValueError(f"There is no checkpoint in {args.checkpoint_dir}.")
+            raise ValueError(f"There is no checkpoint in {checkpoint_dir}.")
         settings = tasks.Settings.from_json(checkpointer.config(step=step)["settings"])
         pipeline, key = _make_run(settings)
-        state = checkpointer.restore(pipeline.init(key), step=step)
+        return settings, pipeline, checkpointer.restore(pipeline.init(key), step=step), step
+
+
+def _acting_parts(settings: tasks.Settings, pipeline: Any, state: Any, member: int) -> tuple[AbstractEnv | None, Any]:
+    """The evaluation environment (`None` for a `gymnasium:ID` run) and the network of a
+    restored run, of population member `member`."""
+    if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
+        return None, pipeline.learner.network_at(state)
+    if isinstance(pipeline, Population):
+        if member >= pipeline.size:
+            raise ValueError(f"--member {member}: the population has {pipeline.size} members.")
+        member_pipeline, member_state = pipeline.member(member), jax.tree.map(lambda x: x[member], state)
+        return member_pipeline.evaluation_env(member_state), member_pipeline.learner.network_at(member_state.learner)
+    return pipeline.evaluation_env(state), pipeline.learner.network_at(state.learner)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    settings, pipeline, state, step = _restore(args.checkpoint_dir, args.step)
     print(f"{settings.env} {settings.algo}, checkpoint {step} of {args.checkpoint_dir}")
     policy = tasks.evaluation_policy(settings)
     eval_key, video_key = jax.random.split(jax.random.key(args.seed))
-    if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
+    env, network = _acting_parts(settings, pipeline, state, args.member)
+    if env is None:
         from .executors.host import evaluate_on_host
 
-        env, network = None, pipeline.learner.network_at(state)
         result = evaluate_on_host(
             pipeline.collector.envs, network, policy, num_episodes=args.num_episodes, key=eval_key
         )
         returns = np.asarray(result.returns)[None]
     elif isinstance(pipeline, Population):
-        if args.member >= pipeline.size:
-            raise ValueError(f"--member {args.member}: the population has {pipeline.size} members.")
         # Each member plays in its own evaluation environment (its own normalisation statistics).
         evaluation = Evaluation(policy, num_episodes=args.num_episodes, key=eval_key)
         returns = np.asarray(pipeline.evaluate(state, evaluation).returns)
-        member, member_state = pipeline.member(args.member), jax.tree.map(lambda x: x[args.member], state)
-        env, network = member.evaluation_env(member_state), member.learner.network_at(member_state.learner)
     else:
-        env, network = pipeline.evaluation_env(state), pipeline.learner.network_at(state.learner)
-        result = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
-        returns = np.asarray(result.returns)[None]
+        returns = np.asarray(evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key).returns)[None]
     for member, member_returns in enumerate(returns):
         label = f"seed {settings.seed + member}: " if len(returns) > 1 else ""
         print(
@@ -534,6 +564,32 @@ def _write_video(
         assert env is not None
         frames = video.record_episode(env, network, policy, key=key)
     video.write_video(frames, path)
+
+
+# --------------------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------------------
+
+
+def _export(args: argparse.Namespace) -> int:
+    if args.format == "onnx":  # before anything is restored
+        import_package("jax2onnx", extra="onnx", owner="podrace export --format onnx")
+    settings, pipeline, state, step = _restore(args.checkpoint_dir, args.step)
+    env, network = _acting_parts(settings, pipeline, state, args.member)
+    normalization = env if isinstance(env, NormalizeObservation) else None
+    if env is None:  # a gymnasium:ID run: one of its collector's observations
+        observation = pipeline.collector.timestep.observation[0]
+        observation = jax.ShapeDtypeStruct(observation.shape, observation.dtype)
+    else:
+        raw_env = env if normalization is None else normalization.env
+        observation = jax.eval_shape(lambda: raw_env.reset(jax.random.key(0))[1].observation)
+    path = args.out or pathlib.Path(f"{_slug(settings.env)}_{settings.algo}.{args.format}")
+    policy = tasks.evaluation_policy(settings)
+    exported = export_policy(network, policy, observation, path, format=args.format, normalization=normalization)
+    print(f"{settings.env} {settings.algo}, checkpoint {step} of {args.checkpoint_dir}: {type(policy).__name__} policy")
+    print(f"model: {exported.path}")
+    print(f"description: {exported.description}")
+    return 0
 
 
 # --------------------------------------------------------------------------------------
@@ -596,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
+    _add_export_parser(commands)
     _add_reproduce_parser(commands)
     args = parser.parse_args(argv)
     if getattr(args, "env", "").startswith(tasks.GYMNASIUM_PREFIX):

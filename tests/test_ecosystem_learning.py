@@ -41,11 +41,19 @@ TASKS = {
         dict(num_updates=100, updates_per_call=50, normalize_observations=True, normalize_rewards=True),
         500.0,
     ),
+    # Keep a pole upright in the DM Control Suite's cartpole (a reward in [0, 1] a step, up
+    # to 1000), rewards normalised. Random: 358. With observations normalised too, seed 1
+    # stayed at 323 after the same budget (`podrace train`, 10 seeds).
+    "mujoco_playground": (
+        "playground:CartpoleBalance",
+        dict(num_updates=400, updates_per_call=100, normalize_rewards=True),
+        800.0,
+    ),
 }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("package", list(TASKS))
+@pytest.mark.parametrize("package", list(TASKS))  # the module each needs
 def test_ppo_learns_an_easy_task_clearly_better_than_random(package):
     env_name, changes, threshold = TASKS[package]
     pytest.importorskip(package)

@@ -10,6 +10,7 @@ from .from_craftax import CraftaxEnv as CraftaxEnv
 from .from_gymnax import GymnaxEnv as GymnaxEnv
 from .from_jumanji import JumanjiEnv as JumanjiEnv
 from .from_navix import NavixEnv as NavixEnv
+from .from_playground import PlaygroundEnv as PlaygroundEnv, playground_env as playground_env
 from .from_xminigrid import XMiniGridEnv as XMiniGridEnv
 from .normalization import NormalizeObservation as NormalizeObservation, RunningStatistics as RunningStatistics
 from .pendulum import Pendulum as Pendulum, PendulumState as PendulumState, pendulum_v1 as pendulum_v1
@@ -53,6 +54,8 @@ __all__ = [
     "CraftaxEnv",
     "JumanjiEnv",
     "NavixEnv",
+    "PlaygroundEnv",
+    "playground_env",
     "XMiniGridEnv",
     "AbstractWrapper",
     "NormalizeObservation",

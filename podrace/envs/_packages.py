@@ -9,6 +9,8 @@ from typing import Any, Generic, TypeVar, final
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.core import Tracer
 
 
 T = TypeVar("T")
@@ -59,3 +61,16 @@ def _strongly_typed_leaf(leaf: Any) -> Any:
         return leaf  # typed keys included
     array = jnp.asarray(leaf)
     return jnp.asarray(array, array.dtype)
+
+
+def uncommitted(tree: Any) -> Any:
+    """`tree` with its arrays that are committed to one device (Brax and MJX put their
+    models on the default device) made uncommitted, so that a pipeline can place them on
+    every device of its mesh. Traced leaves (a model built under `vmap`) are left as they are."""
+    return jax.tree.map(_uncommitted_leaf, tree)
+
+
+def _uncommitted_leaf(leaf: Any) -> Any:
+    if isinstance(leaf, jax.Array) and not isinstance(leaf, Tracer) and leaf.committed:
+        return jnp.asarray(np.asarray(leaf))
+    return leaf

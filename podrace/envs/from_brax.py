@@ -4,16 +4,13 @@ import copy
 from typing import Any, final
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.core import Tracer
 from jaxtyping import Array, PRNGKeyArray, PyTree, UInt8
 
 from .._types import AbstractSpace, Box, TimeStep
 from .._validation import unknown_name
 from ._base import AbstractEnv
-from ._packages import default_numpy_rules, import_package, strongly_typed
+from ._packages import default_numpy_rules, import_package, strongly_typed, uncommitted
 from .wrappers import TimeLimit
 
 
@@ -28,19 +25,6 @@ def _import_brax_envs() -> Any:
 def brax_ids() -> list[str]:
     """The names of Brax's registered environments."""
     return sorted(_import_brax_envs()._envs)
-
-
-def _uncommitted(tree: PyTree) -> PyTree:
-    """`tree` with its arrays that are committed to one device (Brax puts its system on the
-    default device) made uncommitted, so that a pipeline can place them on every device of
-    its mesh. Traced leaves (a system built under `vmap`) are left as they are."""
-
-    def uncommitted(leaf: Any) -> Any:
-        if isinstance(leaf, jax.Array) and not isinstance(leaf, Tracer) and leaf.committed:
-            return jnp.asarray(np.asarray(leaf))
-        return leaf
-
-    return jax.tree.map(uncommitted, tree)
 
 
 @final
@@ -94,7 +78,7 @@ class BraxEnv(AbstractEnv[Any]):
                 "AutoReset take their place)."
             )
         self.env = env
-        self.sys = _uncommitted(getattr(env, "sys", None) if sys is None else sys)
+        self.sys = uncommitted(getattr(env, "sys", None) if sys is None else sys)
 
     @classmethod
     def make(cls, env_id: str, **kwargs: Any) -> "BraxEnv":

@@ -123,9 +123,12 @@ class NormalizeObservation(AbstractEnv):
     def render(self, state) -> UInt8[Array, "height width 3"]:
         return self.env.render(state)
 
+    def normalize(self, observation: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
+        """`observation` normalised with the fixed statistics."""
+        return self.statistics.normalize(observation, clip=self.clip, epsilon=self.epsilon)
+
     def _normalized(self, timestep: TimeStep) -> TimeStep:
-        observation = self.statistics.normalize(timestep.observation, clip=self.clip, epsilon=self.epsilon)
-        return eqx.tree_at(lambda t: t.observation, timestep, observation)
+        return eqx.tree_at(lambda t: t.observation, timestep, self.normalize(timestep.observation))
 
 
 def check_normalizable(env: AbstractEnv) -> None:

@@ -1,0 +1,190 @@
+"""Trained policies that leave JAX: the acting network and its deterministic policy as an
+ONNX model (through jax2onnx) or as serialized StableHLO (through `jax.export`).
+
+The exported function takes a batch of observations and, for a recurrent network, its
+carry, and gives the actions and the next carry:
+
+    action, *next_carry = policy(observation, *carry)
+
+with a batch axis of any size first on every input and output. A recurrent network
+starts each episode from its initial carry, which the exported model's description (a
+JSON file beside it) records with the names, shapes and dtypes of its inputs and outputs.
+"""
+
+import dataclasses
+import json
+import pathlib
+from collections.abc import Callable
+from typing import Any, final
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from ._types import DeterministicAction
+from .envs._packages import import_package
+from .envs.normalization import NormalizeObservation
+from .networks import AbstractNetwork
+from .policies import AbstractPolicy, Deterministic, Greedy, Mode
+
+
+FORMATS = ("onnx", "stablehlo")
+"""The formats [`podrace.export.export_policy`][] writes."""
+
+BATCH = "batch"
+"""The name of the batch axis of every input and output."""
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class ExportedPolicy:
+    """What [`podrace.export.export_policy`][] wrote.
+
+    **Arguments:**
+
+    - `path`: the model: an ONNX file, or `jax.export`'s serialized StableHLO (read it back
+        with `jax.export.deserialize(path.read_bytes())`).
+    - `description`: the JSON file beside it (the model's name with `.json` added):
+        format, inputs and outputs (names, shapes with `"batch"` for the batch axis,
+        dtypes) and the recurrent initial carry.
+    """
+
+    path: pathlib.Path
+    description: pathlib.Path
+
+
+def deterministic_action(policy: AbstractPolicy, output: Any) -> Array:
+    """The action of a deterministic policy for one network output, without building the
+    policy's distribution (whose log-probability the exported model has no use for): the
+    mode of a [`podrace.policies.Mode`][], the first highest-valued action of a
+    [`podrace.policies.Greedy`][], the actor's action of a [`podrace.policies.Deterministic`][].
+
+    **Raises:**
+
+    `ValueError` for any other policy, naming it.
+    """
+    if isinstance(policy, Mode):
+        return output.mode()
+    if isinstance(policy, Greedy):
+        return jnp.argmax(output.q_values).astype(jnp.int32)
+    if isinstance(policy, Deterministic) and isinstance(output, DeterministicAction):
+        return output.action
+    raise ValueError(
+        f"export_policy exports deterministic policies (Mode, Greedy, Deterministic), got {type(policy).__name__}: "
+        "export the deterministic counterpart of the policy the agent trained with."
+    )
+
+
+def acting_function(
+    network: AbstractNetwork, policy: AbstractPolicy, normalization: NormalizeObservation | None = None
+) -> tuple[Callable[..., tuple[Array, ...]], list[Array]]:
+    """The function that an exported model computes, and the leaves of the initial carry.
+
+    `function(observations, *carry_leaves)` maps a batch of observations (and of carries)
+    to `(actions, *next_carry_leaves)`, normalising the observations first with
+    `normalization`'s frozen statistics when given.
+    """
+    carry_leaves, carry_structure = jax.tree.flatten(network.initial_carry())
+
+    def act_one(observation: Array, carry_leaves: list[Array]) -> tuple[Array, list[Array]]:
+        if normalization is not None:
+            observation = normalization.normalize(observation)
+        output, carry = network(observation, jax.tree.unflatten(carry_structure, carry_leaves))
+        return deterministic_action(policy, output), jax.tree.leaves(carry)
+
+    def function(observations: Array, *carry_leaves: Array) -> tuple[Array, ...]:
+        actions, next_carry = jax.vmap(act_one)(observations, list(carry_leaves))
+        return actions, *next_carry
+
+    return function, carry_leaves
+
+
+def export_policy(
+    network: AbstractNetwork,
+    policy: AbstractPolicy,
+    observation: jax.ShapeDtypeStruct,
+    path: str | pathlib.Path,
+    *,
+    format: str = "onnx",
+    normalization: NormalizeObservation | None = None,
+) -> ExportedPolicy:
+    """Writes the acting policy `network` + `policy` as an ONNX model or as StableHLO.
+
+    **Arguments:**
+
+    - `network`: the network, with the parameters to act with.
+    - `policy`: a deterministic policy over its outputs ([`podrace.policies.Mode`][],
+        [`podrace.policies.Greedy`][] or [`podrace.policies.Deterministic`][]).
+    - `observation`: the shape and dtype of one observation (one array).
+    - `path`: where to write the model; the description goes beside it, with `.json`
+        added to its name.
+    - `format`: `"onnx"` (extra `podrace[onnx]`) or `"stablehlo"`.
+    - `normalization`: the frozen observation statistics of a pipeline that normalised
+        observations (its `evaluation_env(state)`), applied inside the model.
+
+    **Raises:**
+
+    `ValueError` for a policy that is not deterministic, a network that reads a structure
+    of observations (or the previous action and reward), an unknown format, or a part
+    that jax2onnx cannot convert (naming it); `ImportError` naming the pip command when
+    jax2onnx is missing.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"Unknown export format {format!r}: choose from {', '.join(FORMATS)}.")
+    if network.reads_previous_action_reward or not isinstance(observation, jax.ShapeDtypeStruct):
+        raise ValueError(
+            "export_policy exports networks that read one observation array; this one reads "
+            + ("the previous action and reward too." if network.reads_previous_action_reward else f"{observation}.")
+        )
+    function, carry = acting_function(network, policy, normalization)
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    input_names = ["observation", *(f"carry_{index}" for index in range(len(carry)))]
+    output_names = ["action", *(f"next_carry_{index}" for index in range(len(carry)))]
+    examples = [observation, *(jax.ShapeDtypeStruct(leaf.shape, leaf.dtype) for leaf in carry)]
+    if format == "onnx":
+        _write_onnx(function, examples, path, input_names, output_names)
+    else:
+        _write_stablehlo(function, examples, path)
+    outputs = jax.eval_shape(function, *(_batched(example, 1) for example in examples))
+    description = {
+        "format": format,
+        "inputs": [_described(name, spec.shape, spec.dtype) for name, spec in zip(input_names, examples, strict=True)],
+        "outputs": [
+            _described(name, spec.shape[1:], spec.dtype) for name, spec in zip(output_names, outputs, strict=True)
+        ],
+        "initial_carry": {name: np.asarray(leaf).tolist() for name, leaf in zip(input_names[1:], carry, strict=True)},
+        "normalizes_observations": normalization is not None,
+    }
+    description_path = path.with_name(path.name + ".json")
+    description_path.write_text(json.dumps(description, indent=2) + "\n")
+    return ExportedPolicy(path, description_path)
+
+
+def _batched(spec: jax.ShapeDtypeStruct, size: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct((size, *spec.shape), spec.dtype)
+
+
+def _described(name: str, shape: tuple[int, ...], dtype: Any) -> dict[str, Any]:
+    """One input or output of one example, with the batch axis first."""
+    return {"name": name, "shape": [BATCH, *shape], "dtype": np.dtype(dtype).name}
+
+
+def _write_onnx(
+    function: Callable, examples: list[jax.ShapeDtypeStruct], path: pathlib.Path, inputs: list[str], outputs: list[str]
+) -> None:
+    jax2onnx = import_package("jax2onnx", extra="onnx", owner="export_policy(format='onnx')")
+    (batch,) = jax.export.symbolic_shape(BATCH)
+    specs = [_batched(example, batch) for example in examples]
+    try:
+        model = jax2onnx.to_onnx(function, specs, model_name="podrace_policy", input_names=inputs, output_names=outputs)
+    except (NotImplementedError, ValueError, TypeError) as error:
+        raise ValueError(f"jax2onnx cannot convert this policy: {error}") from error
+    path.write_bytes(model.SerializeToString())
+
+
+def _write_stablehlo(function: Callable, examples: list[jax.ShapeDtypeStruct], path: pathlib.Path) -> None:
+    (batch,) = jax.export.symbolic_shape(BATCH)
+    exported = jax.export.export(jax.jit(function))(*(_batched(example, batch) for example in examples))
+    path.write_bytes(exported.serialize())

@@ -1,0 +1,171 @@
+"""Exported policies act as podrace's agents do: ONNX models run in onnxruntime and
+StableHLO read back by `jax.export`, on 1,000 observations (and carries) for a
+feed-forward discrete, a Gaussian and a GRU policy, with observations normalised inside;
+`podrace export` writes them from a checkpoint; what cannot be exported is refused."""
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import podrace as pr
+from podrace import _cli_tasks as tasks, cli, export
+from podrace.export import export_policy
+
+from . import helpers
+
+
+onnxruntime = pytest.importorskip("onnxruntime")
+pytest.importorskip("jax2onnx")
+
+NUM_OBSERVATIONS = 1_000
+# Continuous actions and carries are float32 computations that onnxruntime orders its own
+# way: the largest difference measured was 4e-7. Discrete actions must be equal.
+TOLERANCE = 1e-5
+
+AGENTS = {
+    "feed-forward discrete": ("cartpole", "ppo", {}),
+    "gaussian": ("pendulum", "ppo", {}),
+    "gru": ("cartpole", "ppo", {"core": "gru"}),
+}
+
+
+def _agent(env: str, algo: str, changes: dict) -> tuple[Any, pr.policies.AbstractPolicy, tuple[int, ...]]:
+    """A network drawn for the command line's settings, its evaluation policy and one observation's spec."""
+    settings = dataclasses.replace(tasks.default_settings(env, algo), hidden=(16, 16), **changes)
+    action_space, observation_shape = tasks.env_spaces(tasks.make_env(env))
+    learner = tasks.make_learner(settings, (action_space, observation_shape), jax.random.key(3))
+    return learner.initial_agent().network, tasks.evaluation_policy(settings), observation_shape
+
+
+def _inputs(observation_shape: tuple[int, ...], initial_carry: list, key: jax.Array) -> list[np.ndarray]:
+    """Observations and carries, both far from the initial ones."""
+    keys = jax.random.split(key, 1 + len(initial_carry))
+    observations = 2 * jax.random.normal(keys[0], (NUM_OBSERVATIONS, *observation_shape))
+    carries = [
+        jax.random.normal(k, (NUM_OBSERVATIONS, *np.shape(leaf)))
+        for k, leaf in zip(keys[1:], initial_carry, strict=True)
+    ]
+    return [np.asarray(x, np.float32) for x in (observations, *carries)]
+
+
+def _podrace_outputs(network, policy, inputs: list[np.ndarray], normalization=None) -> list[np.ndarray]:
+    """What podrace's agent does: its action (and next carry) for each observation."""
+    agent = pr.Agent(network, policy)
+    structure = jax.tree.structure(network.initial_carry())
+
+    def act(observation, carry_leaves):
+        if normalization is not None:
+            observation = normalization.normalize(observation)
+        step, carry = agent(observation, jax.tree.unflatten(structure, carry_leaves), jax.random.key(0))
+        return [step.action, *jax.tree.leaves(carry)]
+
+    return [np.asarray(x) for x in jax.jit(jax.vmap(act))(inputs[0], inputs[1:])]
+
+
+def _run(exported: export.ExportedPolicy, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    description = json.loads(exported.description.read_text())
+    names = [spec["name"] for spec in description["inputs"]]
+    if description["format"] == "onnx":
+        session = onnxruntime.InferenceSession(str(exported.path))
+        return session.run(None, dict(zip(names, inputs, strict=True)))
+    return [np.asarray(x) for x in jax.export.deserialize(exported.path.read_bytes()).call(*inputs)]
+
+
+def _assert_same(got: list[np.ndarray], expected: list[np.ndarray]) -> float:
+    """Equal discrete actions, close floats; returns the largest difference."""
+    assert len(got) == len(expected)
+    for value, reference in zip(got, expected, strict=True):
+        assert value.shape == reference.shape and value.dtype == reference.dtype, (value.dtype, reference.dtype)
+        if np.issubdtype(reference.dtype, np.integer):
+            np.testing.assert_array_equal(value, reference)
+        else:
+            np.testing.assert_allclose(value, reference, rtol=0, atol=TOLERANCE)
+    return max(float(np.max(np.abs(v.astype(np.float64) - r))) for v, r in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize("format", export.FORMATS)
+@pytest.mark.parametrize("kind", list(AGENTS))
+def test_the_exported_policy_acts_as_podrace_s_agent(kind, format, tmp_path):
+    network, policy, observation_shape = _agent(*AGENTS[kind])
+    spec = jax.ShapeDtypeStruct(observation_shape, np.float32)
+    exported = export_policy(network, policy, spec, tmp_path / f"policy.{format}", format=format)
+    initial_carry = jax.tree.leaves(network.initial_carry())
+    inputs = _inputs(observation_shape, initial_carry, jax.random.key(5))
+    largest = _assert_same(_run(exported, inputs), _podrace_outputs(network, policy, inputs))
+    print(f"{kind} {format}: largest difference {largest:.3g}")  # shown by pytest -rP
+    description = json.loads(exported.description.read_text())
+    assert [spec["name"] for spec in description["inputs"]] == ["observation", *(["carry_0"] if initial_carry else [])]
+    assert description["inputs"][0] == {
+        "name": "observation",
+        "shape": ["batch", *observation_shape],
+        "dtype": "float32",
+    }
+    assert description["outputs"][0]["name"] == "action"
+    for leaf, stored in zip(initial_carry, description["initial_carry"].values(), strict=True):
+        np.testing.assert_array_equal(np.asarray(stored, np.float32), leaf)
+
+
+def test_observations_are_normalised_inside_the_model(tmp_path):
+    network, policy, observation_shape = _agent(*AGENTS["gaussian"])
+    statistics = pr.envs.RunningStatistics(
+        count=jnp.asarray(100.0), mean=jnp.asarray([0.5, -1.0, 3.0]), var=jnp.asarray([4.0, 0.25, 9.0])
+    )
+    normalization = pr.envs.NormalizeObservation(tasks.make_env("pendulum"), statistics, clip=5.0)
+    spec = jax.ShapeDtypeStruct(observation_shape, np.float32)
+    exported = export_policy(network, policy, spec, tmp_path / "policy.onnx", normalization=normalization)
+    inputs = _inputs(observation_shape, [], jax.random.key(6))
+    _assert_same(_run(exported, inputs), _podrace_outputs(network, policy, inputs, normalization))
+    assert json.loads(exported.description.read_text())["normalizes_observations"]
+
+
+def test_what_cannot_be_exported_is_refused_with_the_reason(tmp_path):
+    network, _, observation_shape = _agent(*AGENTS["feed-forward discrete"])
+    spec = jax.ShapeDtypeStruct(observation_shape, np.float32)
+    with pytest.raises(
+        ValueError, match=r"exports deterministic policies \(Mode, Greedy, Deterministic\), got Categorical"
+    ):
+        export_policy(network, pr.policies.Categorical(), spec, tmp_path / "p.onnx")
+    with pytest.raises(ValueError, match=r"Unknown export format 'tflite': choose from onnx, stablehlo"):
+        export_policy(network, pr.policies.Mode(), spec, tmp_path / "p.tflite", format="tflite")
+    gru, _, _ = _agent(*AGENTS["gru"])
+    core = pr.networks.GRUCore(
+        gru.torso.output_size + gru.head.num_actions + 1, gru.head.in_size, key=jax.random.key(0)
+    )
+    reader = pr.networks.RecurrentNetwork(gru.torso, core, gru.head, previous_action_reward=True)
+    with pytest.raises(ValueError, match="reads the previous action and reward too"):
+        export_policy(reader, pr.policies.Mode(), spec, tmp_path / "p.onnx")
+
+
+def test_missing_jax2onnx_raises_an_install_hint(monkeypatch, tmp_path):
+    fresh = helpers.fresh_module_without(export.__name__, ("jax2onnx",), monkeypatch)
+    network, policy, observation_shape = _agent(*AGENTS["feed-forward discrete"])
+    with pytest.raises(ImportError, match=re.escape("pip install 'podrace[onnx]'")):
+        fresh.export_policy(network, policy, jax.ShapeDtypeStruct(observation_shape, np.float32), tmp_path / "p.onnx")
+
+
+def test_the_command_line_exports_a_checkpoint(tmp_path, capsys):
+    directory = tmp_path / "run"
+    run = ["train", "pendulum", "ppo", "--num-updates", "2", "--updates-per-call", "1", "--hidden", "8"]
+    run += ["--num-envs", "4", "--rollout-length", "4", "--num-minibatches", "2", "--seeds", "2"]
+    run += ["--normalize-observations", "--checkpoint-dir", str(directory), "--output", str(tmp_path / "c.png")]
+    assert cli.main(run) == 0
+    for format in export.FORMATS:
+        out = tmp_path / f"pendulum.{format}"
+        assert cli.main(["export", str(directory), "--format", format, "--member", "1", "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert "pendulum ppo, checkpoint 2 of" in printed and "Mode policy" in printed and f"model: {out}" in printed
+        assert out.exists() and json.loads(out.with_name(out.name + ".json").read_text())["normalizes_observations"]
+    # The member's own network and statistics: the model acts as `podrace evaluate` would.
+    settings, pipeline, state, _ = cli._restore(directory, None)
+    env, network = cli._acting_parts(settings, pipeline, state, 1)
+    inputs = _inputs((3,), [], jax.random.key(7))
+    exported = export.ExportedPolicy(tmp_path / "pendulum.onnx", tmp_path / "pendulum.onnx.json")
+    _assert_same(_run(exported, inputs), _podrace_outputs(network, tasks.evaluation_policy(settings), inputs, env))
+    assert cli.main(["export", str(directory), "--member", "2"]) == 2
+    assert "--member 2: the population has 2 members." in capsys.readouterr().err
