@@ -18,11 +18,9 @@ from collections.abc import Callable
 from typing import Any, final
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ._types import DeterministicAction
 from .envs._packages import import_package
 from .envs.normalization import NormalizeObservation
 from .networks import AbstractNetwork
@@ -64,12 +62,8 @@ def deterministic_action(policy: AbstractPolicy, output: Any) -> Array:
 
     `ValueError` for any other policy, naming it.
     """
-    if isinstance(policy, Mode):
-        return output.mode()
-    if isinstance(policy, Greedy):
-        return jnp.argmax(output.q_values).astype(jnp.int32)
-    if isinstance(policy, Deterministic) and isinstance(output, DeterministicAction):
-        return output.action
+    if isinstance(policy, Mode | Greedy | Deterministic):
+        return policy.action(output)
     raise ValueError(
         f"export_policy exports deterministic policies (Mode, Greedy, Deterministic), got {type(policy).__name__}: "
         "export the deterministic counterpart of the policy the agent trained with."
@@ -142,18 +136,18 @@ def export_policy(
     path.parent.mkdir(parents=True, exist_ok=True)
     input_names = ["observation", *(f"carry_{index}" for index in range(len(carry)))]
     output_names = ["action", *(f"next_carry_{index}" for index in range(len(carry)))]
+    (batch,) = jax.export.symbolic_shape(BATCH)
     examples = [observation, *(jax.ShapeDtypeStruct(leaf.shape, leaf.dtype) for leaf in carry)]
+    inputs = [jax.ShapeDtypeStruct((batch, *example.shape), example.dtype) for example in examples]
     if format == "onnx":
-        _write_onnx(function, examples, path, input_names, output_names)
+        _write_onnx(function, inputs, path, input_names, output_names)
     else:
-        _write_stablehlo(function, examples, path)
-    outputs = jax.eval_shape(function, *(_batched(example, 1) for example in examples))
+        _write_stablehlo(function, inputs, path)
+    outputs = jax.eval_shape(function, *inputs)
     description = {
         "format": format,
-        "inputs": [_described(name, spec.shape, spec.dtype) for name, spec in zip(input_names, examples, strict=True)],
-        "outputs": [
-            _described(name, spec.shape[1:], spec.dtype) for name, spec in zip(output_names, outputs, strict=True)
-        ],
+        "inputs": [_described(name, spec) for name, spec in zip(input_names, inputs, strict=True)],
+        "outputs": [_described(name, spec) for name, spec in zip(output_names, outputs, strict=True)],
         "initial_carry": {name: np.asarray(leaf).tolist() for name, leaf in zip(input_names[1:], carry, strict=True)},
         "normalizes_observations": normalization is not None,
     }
@@ -162,21 +156,15 @@ def export_policy(
     return ExportedPolicy(path, description_path)
 
 
-def _batched(spec: jax.ShapeDtypeStruct, size: Any) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct((size, *spec.shape), spec.dtype)
-
-
-def _described(name: str, shape: tuple[int, ...], dtype: Any) -> dict[str, Any]:
-    """One input or output of one example, with the batch axis first."""
-    return {"name": name, "shape": [BATCH, *shape], "dtype": np.dtype(dtype).name}
+def _described(name: str, spec: jax.ShapeDtypeStruct) -> dict[str, Any]:
+    """One input or output, its symbolic batch axis first."""
+    return {"name": name, "shape": [BATCH, *spec.shape[1:]], "dtype": np.dtype(spec.dtype).name}
 
 
 def _write_onnx(
-    function: Callable, examples: list[jax.ShapeDtypeStruct], path: pathlib.Path, inputs: list[str], outputs: list[str]
+    function: Callable, specs: list[jax.ShapeDtypeStruct], path: pathlib.Path, inputs: list[str], outputs: list[str]
 ) -> None:
     jax2onnx = import_package("jax2onnx", extra="onnx", owner="export_policy(format='onnx')")
-    (batch,) = jax.export.symbolic_shape(BATCH)
-    specs = [_batched(example, batch) for example in examples]
     try:
         model = jax2onnx.to_onnx(function, specs, model_name="podrace_policy", input_names=inputs, output_names=outputs)
     except (NotImplementedError, ValueError, TypeError) as error:
@@ -184,7 +172,6 @@ def _write_onnx(
     path.write_bytes(model.SerializeToString())
 
 
-def _write_stablehlo(function: Callable, examples: list[jax.ShapeDtypeStruct], path: pathlib.Path) -> None:
-    (batch,) = jax.export.symbolic_shape(BATCH)
-    exported = jax.export.export(jax.jit(function))(*(_batched(example, batch) for example in examples))
+def _write_stablehlo(function: Callable, specs: list[jax.ShapeDtypeStruct], path: pathlib.Path) -> None:
+    exported = jax.export.export(jax.jit(function))(*specs)
     path.write_bytes(exported.serialize())

@@ -138,8 +138,8 @@ class PlaygroundEnv(AbstractEnv[Any]):
         playground = _import_playground()
         if reason := playground_exclusions().get(env_id):
             raise ValueError(f"playground:{env_id} is not available: {reason}.")
-        if env_id not in playground_ids():
-            raise ValueError(unknown_name("playground environment", env_id, playground_ids()))
+        if env_id not in (ids := playground_ids()):
+            raise ValueError(unknown_name("playground environment", env_id, ids))
         return cls(playground.registry.load(env_id, config_overrides={"impl": IMPLEMENTATION, **config_overrides}))
 
     @property

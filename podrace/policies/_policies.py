@@ -162,7 +162,11 @@ class Greedy(AbstractPolicy[AbstractActionValues]):
 
     def __call__(self, output: AbstractActionValues, key: PRNGKeyArray) -> PolicyStep:
         del key
-        return choose(self.distribution(output), jnp.argmax(output.q_values).astype(jnp.int32))
+        return choose(self.distribution(output), self.action(output))
+
+    def action(self, output: AbstractActionValues) -> Int[Array, ""]:
+        """The action it takes, without its distribution (as an exported policy computes it)."""
+        return jnp.argmax(output.q_values).astype(jnp.int32)
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
         check_discrete(self, action_space)
@@ -353,7 +357,11 @@ class Deterministic(AbstractPolicy[DeterministicAction]):
 
     def __call__(self, output: DeterministicAction, key: PRNGKeyArray) -> PolicyStep:
         del key
-        return choose(self.distribution(output), output.action)
+        return choose(self.distribution(output), self.action(output))
+
+    def action(self, output: DeterministicAction) -> Float[Array, " action_size"]:
+        """The action it takes, without its distribution (as an exported policy computes it)."""
+        return output.action
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
         _check_real_vectors(
@@ -452,7 +460,11 @@ class Mode(AbstractPolicy[AbstractPolicyOutput]):
 
     def __call__(self, output: AbstractPolicyOutput, key: PRNGKeyArray) -> PolicyStep:
         del key
-        return choose(self.distribution(output), output.mode())
+        return choose(self.distribution(output), self.action(output))
+
+    def action(self, output: AbstractPolicyOutput) -> Array:
+        """The action it takes, without its distribution (as an exported policy computes it)."""
+        return output.mode()
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
         if not isinstance(action_space, Discrete):
