@@ -48,6 +48,7 @@ from .executors.normalization import (
     NormalizationState as NormalizationState,
     RunningNormalization as RunningNormalization,
 )
+from .executors.pbt import PBT as PBT
 from .executors.population import Population as Population, evaluate_population as evaluate_population
 from .learners import Learner as Learner, LearnerState as LearnerState
 from .results import (

@@ -29,6 +29,7 @@ from .envs.from_playground import playground_env, playground_exclusions, playgro
 from .envs.from_xminigrid import XMiniGridEnv, xminigrid_ids
 from .executors.anakin import Anakin
 from .executors.normalization import RunningNormalization
+from .executors.pbt import PBT, Perturb, Resample
 from .executors.population import Population
 from .learners import AbstractLearner, DiscreteSACLearner, DQNLearner, Learner, SACLearner, TD3Learner, ddpg
 from .losses import (
@@ -99,6 +100,9 @@ class Settings:
     algo: str
     seed: int = 0
     seeds: int = 1
+    pbt: bool = False
+    pbt_interval: int = 10
+    pbt_learning_rates: tuple[float, float] | None = None
     num_updates: int = 1_000
     updates_per_call: int = 100
     num_envs: int = 16
@@ -111,7 +115,7 @@ class Settings:
     core_size: int = 32
     separate_critic: bool = False
     layer_norm: bool = False
-    learning_rate: float = 1e-3
+    learning_rate: float | jax.Array = 1e-3  # an array in the members of a --pbt population
     anneal_learning_rate: bool = False
     max_grad_norm: float | None = 0.5
     discount: float = 0.99
@@ -150,6 +154,8 @@ class Settings:
         """The settings saved by `to_json`."""
         values = dict(values)
         values["hidden"] = tuple(values["hidden"])
+        if values.get("pbt_learning_rates") is not None:
+            values["pbt_learning_rates"] = tuple(values["pbt_learning_rates"])
         return cls(**values)
 
 
@@ -361,6 +367,7 @@ def used_settings(settings: Settings) -> dict[str, Any]:
         if name not in ("env", "algo")
         and (name not in claimed or name in own)
         and (name != "core_size" or settings.core is not None)
+        and (not name.startswith("pbt_") or settings.pbt)
     }
 
 
@@ -452,7 +459,7 @@ def env_names_help() -> str:
 
 
 def _optimizer(settings: Settings) -> optax.GradientTransformation:
-    learning_rate: float | optax.Schedule = settings.learning_rate
+    learning_rate: float | jax.Array | optax.Schedule = settings.learning_rate
     if settings.anneal_learning_rate:  # linearly to 0 over the run's gradient steps
         num_epochs, num_minibatches = ALGORITHMS[settings.algo].passes(settings)
         gradient_steps = settings.num_updates * num_epochs * num_minibatches
@@ -766,13 +773,19 @@ def _head(settings: Settings, action_space, in_size: int, *, with_value: bool, k
     )
 
 
-@eqx.filter_jit
 def make_network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractNetwork:
     """The network of a run: an MLP torso, a GRU or LSTM core if asked, and the head the algorithm reads.
 
     Built in one compiled program: eagerly, each part's random draw would be compiled as a
     program of its own. The values are the same bit for bit.
     """
+    # The settings are the compiled program's static argument; the network does not read
+    # the learning rate, which is an array in a population trained with --pbt.
+    return _network(dataclasses.replace(settings, learning_rate=0.0), env_spaces, key)
+
+
+@eqx.filter_jit
+def _network(settings: Settings, env_spaces: tuple[Any, tuple[int, ...]], key: jax.Array) -> AbstractNetwork:
     action_space, observation_shape = env_spaces
     torso_key, core_key, head_key, critic_key, value_key = jax.random.split(key, 5)
     activation = ACTIVATIONS[settings.activation]
@@ -857,8 +870,39 @@ def make_run(settings: Settings) -> tuple[Anakin | Population, jax.Array]:
     Seed `s` draws its network from `split(key(s))[0]`; a single run starts from
     `split(key(s))[1]`, a population from `key(seed)`.
     """
+    if settings.pbt:
+        raise ValueError("make_run builds the runs without --pbt; pbt_population builds the PBT runs.")
     if settings.seeds == 1:
         network_key, run_key = jax.random.split(jax.random.key(settings.seed))
         return make_pipeline(settings, network_key), run_key
     population = Population(lambda key: make_pipeline(settings, jax.random.split(key)[0]), member_keys(settings))
     return population, jax.random.key(settings.seed)
+
+
+def pbt_learning_rates(settings: Settings) -> Resample:
+    """The log-uniform range the members' learning rates start in (by default a tenth to ten times the setting)."""
+    rate = float(settings.learning_rate)
+    low, high = settings.pbt_learning_rates or (rate / 10, rate * 10)
+    return Resample(low, high, log=True)
+
+
+def pbt_population(settings: Settings) -> PBT:
+    """`--seeds` members trained with population-based training of the learning rate; its state
+    starts from `key(seed)`, as a population's.
+
+    Seed `s` draws its network as without PBT, from `split(key(s))[0]`, and its starting
+    learning rate from `pbt_learning_rates` with `split(key(s))[1]`; every `pbt_interval` updates, the quarter of the
+    members with the lowest return copy the top quarter and perturb their learning rate
+    by 0.8 or 1.2 (Jaderberg et al., 2017).
+    """
+    if settings.seeds < 4:
+        raise ValueError(f"--pbt selects among the members: give --seeds 4 or more (got {settings.seeds}).")
+    keys = member_keys(settings)
+    draws = jax.vmap(lambda key: pbt_learning_rates(settings).sample(jax.random.split(key)[1], ()))(keys)
+
+    def make_member(hyperparameters: dict[str, jax.Array]) -> Anakin:
+        member_settings = dataclasses.replace(settings, learning_rate=hyperparameters["learning_rate"])
+        return make_pipeline(member_settings, jax.random.split(hyperparameters["key"])[0])
+
+    population = Population(make_member, {"key": keys, "learning_rate": draws})
+    return PBT(population, {"key": None, "learning_rate": Perturb()}, interval=settings.pbt_interval)

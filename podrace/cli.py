@@ -12,6 +12,7 @@ CHECKPOINT_DIR` writes its deterministic policy as an ONNX model or as StableHLO
 import argparse
 import contextlib
 import dataclasses
+import json
 import math
 import pathlib
 import sys
@@ -28,6 +29,7 @@ from .compilation import enable_compilation_cache
 from .envs import AbstractEnv, NormalizeObservation
 from .envs._packages import import_package
 from .executors.evaluation import Evaluation, evaluate
+from .executors.pbt import PBT
 from .executors.population import Population
 from .export import FORMATS, export_policy
 from .loggers import SINK_NAMES, make_sinks
@@ -113,6 +115,16 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _range(text: str) -> tuple[float, float]:
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"expected LOW,HIGH (e.g. 1e-4,1e-2), got {text!r}")
+    low, high = (_positive_float(part) for part in parts)
+    if not low < high:
+        raise argparse.ArgumentTypeError(f"LOW must be below HIGH, got {text!r}")
+    return low, high
+
+
 def _gradient_clip(text: str) -> float | None:
     return None if text == "none" else _positive_float(text)
 
@@ -150,6 +162,11 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("updates-per-call", _positive_int, "updates compiled into one call"),
         ("num-envs", _positive_int, "environments per device (in all, for gymnasium:ID)"),
         ("rollout-length", _positive_int, "environment steps per update"),
+    ],
+    "population-based training (of the learning rate, with --seeds 4 or more)": [
+        ("pbt", None, "exploit and explore: the lowest quarter copy the top quarter and perturb its learning rate"),
+        ("pbt-interval", _positive_int, "updates between PBT's ready steps"),
+        ("pbt-learning-rates", _range, "the log-uniform range the learning rates start in, e.g. 1e-4,1e-2"),
     ],
     "normalisation (JAX environments; statistics kept in the state)": [
         ("normalize-observations", None, "normalise observations by their running mean and variance"),
@@ -416,6 +433,8 @@ def _make_host_run(settings: tasks.Settings) -> tuple[Any, jax.Array]:
 def _make_run(settings: tasks.Settings) -> tuple[Any, jax.Array]:
     if settings.env.startswith(tasks.GYMNASIUM_PREFIX):
         return _make_host_run(settings)
+    if settings.pbt:
+        return tasks.pbt_population(settings), jax.random.key(settings.seed)
     return tasks.make_run(settings)
 
 
@@ -467,6 +486,7 @@ def _train(args: argparse.Namespace) -> int:
             checkpoint_every=args.checkpoint_every,
             config={"settings": settings.to_json(), "podrace": __version__},
             start_update=start,
+            on_call=_lineage_writer(args.log_dir, fresh=not args.resume) if settings.pbt and coordinator else None,
         )
         last = log.mean_episode_return[-1][np.isfinite(log.mean_episode_return[-1])]
         say(f"compile: {log.compile_seconds:.2f} s")
@@ -476,6 +496,10 @@ def _train(args: argparse.Namespace) -> int:
         if pipeline.num_members > 1:
             returns = ", ".join(f"{value:.4g}" for value in log.mean_episode_return[-1])
             say(f"by seed ({settings.seed} to {settings.seed + settings.seeds - 1}): {returns}")
+        if settings.pbt:
+            rates = ", ".join(f"{value:.3g}" for value in np.asarray(state.hyperparameters["learning_rate"]))
+            say(f"learning rates by member: {rates}")
+            say(f"PBT lineage: {args.log_dir / _LINEAGE_FILE}")
         if coordinator:
             output = args.output or pathlib.Path(f"{_slug(settings.env)}_learning_curve.png")
             path = plot_learning_curve(log, output, title=f"{settings.algo} on {settings.env}")
@@ -484,6 +508,25 @@ def _train(args: argparse.Namespace) -> int:
             checkpointer.wait()
             say(f"checkpoint: {checkpointer.directory} (update {checkpointer.latest_step})")
     return 0
+
+
+_LINEAGE_FILE = "pbt_lineage.jsonl"
+
+
+def _lineage_writer(log_dir: pathlib.Path, *, fresh: bool) -> Callable[[int, Any], None]:
+    """Appends each call's PBT copies to `log_dir/pbt_lineage.jsonl`, one JSON object a line
+    (emptied first unless the run resumes)."""
+    path = log_dir / _LINEAGE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        path.write_text("")
+
+    def write(updates_done: int, result: Any) -> None:
+        del updates_done
+        with path.open("a") as file:
+            file.writelines(json.dumps(event) + "\n" for event in result.lineage.events())
+
+    return write
 
 
 def _slug(env: str) -> str:
@@ -496,14 +539,18 @@ def _slug(env: str) -> str:
 
 
 def _restore(checkpoint_dir: pathlib.Path, step: int | None) -> tuple[tasks.Settings, Any, Any, int]:
-    """The settings, pipeline and state of a checkpoint (the latest one by default)."""
+    """The settings, pipeline and state of a checkpoint (the latest one by default); a PBT
+    run's population and members."""
     with Checkpointer(checkpoint_dir) as checkpointer:
         step = checkpointer.latest_step if step is None else step
         if step is None:
             raise ValueError(f"There is no checkpoint in {checkpoint_dir}.")
         settings = tasks.Settings.from_json(checkpointer.config(step=step)["settings"])
         pipeline, key = _make_run(settings)
-        return settings, pipeline, checkpointer.restore(pipeline.init(key), step=step), step
+        state = checkpointer.restore(pipeline.init(key), step=step)
+        if isinstance(pipeline, PBT):  # its members, with the hyperparameters they reached
+            return settings, pipeline.population_at(state), state.members, step
+        return settings, pipeline, state, step
 
 
 def _acting_parts(settings: tasks.Settings, pipeline: Any, state: Any, member: int) -> tuple[AbstractEnv | None, Any]:

@@ -3,7 +3,7 @@
 import dataclasses
 import pathlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 import jax
@@ -11,8 +11,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .checkpoint import Checkpointer
-from .executors.pipeline import AbstractPipeline
-from .loggers import AbstractSink, summarize
+from .executors.pipeline import AbstractPipeline, AbstractTrainResult
+from .loggers import AbstractSink
 
 
 @final
@@ -50,11 +50,13 @@ def train_with_progress(
     checkpoint_every: int | None = None,
     config: Mapping[str, Any] | None = None,
     start_update: int = 0,
+    on_call: Callable[[int, AbstractTrainResult], None] | None = None,
 ) -> tuple[Any, TrainingLog]:
     """Trains in calls of `updates_per_call` updates, reporting after each call.
 
-    After each call its metrics are copied to the host, reduced by
-    [`podrace.loggers.summarize`][] and written to every sink at the step of the
+    After each call its metrics are copied to the host, reduced by the result's
+    `summary` ([`podrace.loggers.summarize`][], and a [`podrace.PBT`][]'s
+    hyperparameters) and written to every sink at the step of the
     number of updates done, with `frames` (as in the log) and `frames_per_second` (of
     that call; the first call's includes compiling). With a `checkpointer`, the state
     is saved every `checkpoint_every` updates and after the last call, as the
@@ -79,6 +81,8 @@ def train_with_progress(
     - `config`: saved with every checkpoint (how the run was built).
     - `start_update`: the updates done before this call (by the run being resumed):
         steps, frames and checkpoints count on from it.
+    - `on_call`: called after each call with the number of updates done and the
+        call's result (to keep a [`podrace.PBT`][] lineage, say).
 
     **Returns:**
 
@@ -107,9 +111,11 @@ def train_with_progress(
             fps = frames_per_call / durations[-1]
             updates_done = start_update + call * updates_per_call
             summary = {"frames": float(frames_per_update * updates_done), "frames_per_second": fps}
-            summary |= summarize(result.metrics)
+            summary |= result.summary()
             for sink in sinks:
                 sink.write(updates_done, summary)
+            if on_call is not None:
+                on_call(updates_done, result)
             if checkpointer is not None and (
                 call == num_calls or (checkpoint_every is not None and updates_done % checkpoint_every == 0)
             ):

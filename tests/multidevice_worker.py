@@ -191,6 +191,21 @@ def run_population(out: pathlib.Path) -> None:
     )
 
 
+def run_pbt(out: pathlib.Path) -> None:
+    """PBT of `run_population`'s members, every member ready after each update: the copies gather
+    states across devices."""
+    learning_rates = jnp.asarray([1e-3, 1e-2, 3e-2, 1e-1], jnp.float32)
+    population = pr.Population(_population_member, (learning_rates, jax.random.split(jax.random.key(3), 4)))
+    pbt = pr.PBT(population, (pr.executors.pbt.Perturb(), None), interval=1)
+    result = pbt.train(pbt.init(jax.random.key(4)), num_updates=NUM_UPDATES)
+    np.savez(
+        out / "pbt.npz",
+        num_devices=population.mesh.size,
+        shards=shard_shapes(result.state.members),
+        **{f"leaf_{k}": v for k, v in leaves((result.state, result.metrics, result.lineage)).items()},
+    )
+
+
 MEMBER_LEARNING_RATES = (1e-2, 3e-2)
 
 
@@ -271,6 +286,7 @@ def main() -> None:
         run_dqn(args.out, args.num_envs)
     if args.population:
         run_population(args.out)
+        run_pbt(args.out)
         run_members_over_devices(args.out, args.num_envs)
     if args.learners:
         run_learners(args.out, args.num_envs, args.only)

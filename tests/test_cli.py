@@ -1,6 +1,7 @@
 """The `podrace` command: every environment with every algorithm, checkpoints, logs, evaluation."""
 
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -257,6 +258,51 @@ def test_seeds_train_a_population_that_evaluates_by_seed(tmp_path, capsys):
     assert "seed 3: mean return" in printed and "seed 4: mean return" in printed, printed
     assert cli.main(["evaluate", str(directory), "--member", "2"]) == 2
     assert "the population has 2 members" in capsys.readouterr().err
+
+
+def test_pbt_trains_resumes_writes_its_lineage_and_evaluates_by_seed(tmp_path, capsys):
+    directory, logs = tmp_path / "run", tmp_path / "logs"
+    argv = ["train", "catch", "a2c", *TINY, "--seeds", "4", "--pbt", "--pbt-interval", "1", "--log-dir", str(logs)]
+    argv += ["--checkpoint-dir", str(directory), "--output", str(tmp_path / "c.png")]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "pbt=True" in printed and "pbt_interval=1" in printed and "learning rates by member: " in printed, printed
+    events = [json.loads(line) for line in (logs / "pbt_lineage.jsonl").read_text().splitlines()]
+    assert [event["update"] for event in events] == [1, 2]  # one copy of the lowest quarter per ready step
+    assert cli.main([*argv[:3], "--num-updates", "3", *argv[5:], "--resume"]) == 0
+    events = [json.loads(line) for line in (logs / "pbt_lineage.jsonl").read_text().splitlines()]
+    assert [event["update"] for event in events] == [1, 2, 3]
+    _, population, _, step = cli._restore(directory, None)
+    rates = np.asarray(population.hyperparameters["learning_rate"])
+    assert step == 3
+    assert events[-1]["hyperparameters"]["learning_rate"] == pytest.approx(float(rates[events[-1]["member"]]))
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(directory), "--num-episodes", "3", "--member", "3"]) == 0
+    assert "seed 3: mean return" in capsys.readouterr().out
+
+
+def test_pbt_settings_survive_a_checkpoint_config():
+    settings = tasks.Settings("catch", "ppo", seeds=4, pbt=True, pbt_learning_rates=(1e-4, 1e-2))
+    assert tasks.Settings.from_json(json.loads(json.dumps(settings.to_json()))) == settings
+    rates = tasks.pbt_learning_rates(settings)
+    assert (rates.low, rates.high, rates.log) == (1e-4, 1e-2, True)
+    default = tasks.pbt_learning_rates(dataclasses.replace(settings, pbt_learning_rates=None, learning_rate=1e-3))
+    assert (default.low, default.high) == pytest.approx((1e-4, 1e-2))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--seeds", "2", "--pbt"], "give --seeds 4 or more"),
+        (["--seeds", "4", "--pbt", "--pbt-learning-rates", "1e-2,1e-3"], "LOW must be below HIGH"),
+    ],
+)
+def test_pbt_refuses_too_few_members_and_a_bad_range(flags, message, capsys):
+    try:
+        status = cli.main(["train", "catch", *TINY, *flags])
+    except SystemExit as exit:
+        status = exit.code
+    assert status == 2 and message in capsys.readouterr().err
 
 
 def test_normalised_seeds_train_and_evaluate_each_with_its_own_statistics(tmp_path, capsys):

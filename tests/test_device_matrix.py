@@ -78,10 +78,11 @@ def test_filter_pmap_equals_separate_runs(multidevice_runs):
         np.testing.assert_allclose(value, apart[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def test_population_spread_over_two_devices_equals_one_device(multidevice_runs):
+@pytest.mark.parametrize("name", ["population.npz", "pbt.npz"])
+def test_population_spread_over_two_devices_equals_one_device(multidevice_runs, name):
     with (
-        np.load(multidevice_runs.two_devices / "population.npz") as two,
-        np.load(multidevice_runs.one_device / "population.npz") as one,
+        np.load(multidevice_runs.two_devices / name) as two,
+        np.load(multidevice_runs.one_device / name) as one,
     ):
         assert int(two["num_devices"]) == 2 and int(one["num_devices"]) == 1
         assert two["shards"].tolist() == [[2, 2]] * len(two["shards"])
@@ -107,6 +108,7 @@ MULTIPROCESS_FILES = [
     "anakin.npz",
     "dqn.npz",
     "population.npz",
+    "pbt.npz",
     "members.npz",
     *(f"learner-{name}.npz" for name in helpers.MULTIPROCESS_LEARNERS),
 ]

@@ -4,6 +4,8 @@
   compiled program, the environment batch split over the devices of a mesh.
 - `population`: many Anakin pipelines side by side (`vmap`),
   split over devices.
+- `pbt`: population-based training of a population (exploit and explore between
+  updates, in the same compiled program).
 - `host`: host environments (Gymnasium) feeding a learner on
   the device.
 - `ray_actors`: host environments in Ray actors (other processes or
@@ -26,10 +28,11 @@ from . import (
     evaluation as evaluation,
     host as host,
     normalization as normalization,
+    pbt as pbt,
     pipeline as pipeline,
     population as population,
     ray_actors as ray_actors,
 )
 
 
-__all__ = ["actor", "anakin", "evaluation", "host", "normalization", "pipeline", "population", "ray_actors"]
+__all__ = ["actor", "anakin", "evaluation", "host", "normalization", "pbt", "pipeline", "population", "ray_actors"]

@@ -25,6 +25,7 @@ from ..envs import AbstractEnv, AutoReset
 from ..envs.normalization import NormalizeObservation
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
+from ..loggers import summarize
 from ..results import EvaluationResult, TrainMetrics
 from .evaluation import Evaluation
 from .normalization import NormalizationState, RunningNormalization
@@ -91,6 +92,10 @@ class TrainResult(AbstractTrainResult[AnakinState]):
     state: AnakinState
     metrics: TrainMetrics
     evaluation: EvaluationResult | None = None
+
+    def summary(self) -> dict[str, float]:
+        """[`podrace.loggers.summarize`][] of `metrics`."""
+        return summarize(self.metrics)
 
 
 def rollout(

@@ -37,6 +37,7 @@ from .._validation import check_agent_fits, check_positive_int, network_observat
 from ..agent import AbstractAgent, Agent
 from ..envs.gymnasium import vector_env_spaces
 from ..learners import AbstractLearner
+from ..loggers import summarize
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import EvaluationResult, TrainMetrics, UpdateMetrics
@@ -359,6 +360,10 @@ class HostTrainResult(AbstractTrainResult[PyTree[Array]]):
 
     state: PyTree[Array]
     metrics: TrainMetrics
+
+    def summary(self) -> dict[str, float]:
+        """[`podrace.loggers.summarize`][] of `metrics`."""
+        return summarize(self.metrics)
 
 
 ResultT = TypeVar("ResultT")

@@ -30,6 +30,10 @@ class AbstractTrainResult(eqx.Module, Generic[StateT]):
     state: eqx.AbstractVar[StateT]
     metrics: eqx.AbstractVar[TrainMetrics]
 
+    @abc.abstractmethod
+    def summary(self) -> dict[str, float]:
+        """The call's values to log, on the host: at least [`podrace.loggers.summarize`][] of `metrics`."""
+
 
 class AbstractPipeline(eqx.Module, Generic[StateT]):
     """A learner with what feeds it experience, trained in calls of many updates."""

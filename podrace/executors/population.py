@@ -255,8 +255,21 @@ class Population(AbstractPipeline[AnakinState]):
         if self.mesh.size == 1:
             return function(*stacked)
         split = PartitionSpec(*self.mesh.axis_names)
-        stacked = jax.device_put(stacked, NamedSharding(self.mesh, split))
-        return jax.shard_map(function, mesh=self.mesh, in_specs=split, out_specs=split, check_vma=False)(*stacked)
+        return jax.shard_map(function, mesh=self.mesh, in_specs=split, out_specs=split, check_vma=False)(
+            *self.split_over_devices(stacked)
+        )
+
+    def on_every_device(self, stacked: PyTree[Array]) -> PyTree[Array]:
+        """Arrays with a leading population axis, whole on every device of the mesh (to sort members, say)."""
+        if self.mesh.size == 1:
+            return stacked
+        return jax.device_put(stacked, NamedSharding(self.mesh, PartitionSpec()))
+
+    def split_over_devices(self, stacked: PyTree[Array]) -> PyTree[Array]:
+        """Arrays with a leading population axis, laid out as the members are: split over the mesh."""
+        if self.mesh.size == 1:
+            return stacked
+        return jax.device_put(stacked, NamedSharding(self.mesh, PartitionSpec(*self.mesh.axis_names)))
 
 
 def evaluate_population(
