@@ -60,7 +60,7 @@ def experiment(seed: int, *, members: int, interval: int, learning_rates: Resamp
     pbt = pr.PBT(population, {"key": None, "learning_rate": Perturb()}, interval=interval)
     num_updates = num_updates or recipe.settings.num_updates
     published = recipe.published
-    output_type = jax.eval_shape(population.networks, population.init(jax.random.key(seed))).output_type
+    output_type = jax.eval_shape(lambda: population.networks(population.init(jax.random.key(seed)))).output_type
     evaluation = pr.Evaluation(
         published.evaluation_policy(env, output_type),
         num_episodes=published.episodes,

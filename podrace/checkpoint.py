@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .loggers import path_names
+
 
 StateT = TypeVar("StateT")
 
@@ -50,14 +52,7 @@ def _abstract(leaf: Any) -> jax.ShapeDtypeStruct:
 
 def _shapes_by_path(tree: Any) -> dict[tuple[str, ...], tuple[int, ...]]:
     """Each array's shape under its path of field names, dict keys and indices."""
-
-    def name(entry: Any) -> str:
-        for attribute in ("name", "key", "idx"):
-            if hasattr(entry, attribute):
-                return str(getattr(entry, attribute))
-        return str(entry)
-
-    return {tuple(map(name, path)): tuple(leaf.shape) for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+    return {path_names(path): tuple(leaf.shape) for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
 
 
 def _check_shapes(saved: Any, like: Any, step: int) -> None:

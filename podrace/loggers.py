@@ -23,6 +23,19 @@ from tqdm.auto import tqdm
 from .results import TrainMetrics
 
 
+def path_names(path: Sequence[Any]) -> tuple[str, ...]:
+    """The field names, dictionary keys and indices along a pytree path (as
+    `jax.tree_util.tree_leaves_with_path` gives it), e.g. `("learner", "params", "0")`."""
+
+    def name(entry: Any) -> str:
+        for attribute in ("name", "key", "idx"):
+            if hasattr(entry, attribute):
+                return str(getattr(entry, attribute))
+        return str(entry)
+
+    return tuple(map(name, path))
+
+
 def summarize(metrics: TrainMetrics) -> dict[str, float]:
     """Reduces the metrics of one call of `train` to scalars, on the host.
 

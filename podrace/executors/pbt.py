@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from .._validation import check_positive_int
-from ..loggers import summarize
+from ..loggers import path_names, summarize
 from ..results import TrainMetrics
 from .anakin import AnakinState
 from .pipeline import AbstractPipeline, AbstractTrainResult
@@ -189,16 +189,16 @@ class Lineage(eqx.Module):
     update: Int[Array, " members *updates"]
 
     @property
-    def copied(self) -> Bool[Array, " members *updates"]:
-        """Whether each member took another's state after the update."""
-        members = jnp.arange(self.parent.shape[0]).reshape((-1,) + (1,) * (self.parent.ndim - 1))
+    def copied(self) -> Bool[Array | np.ndarray, " members *updates"]:
+        """Whether each member took another's state after the update (NumPy for a lineage on the host)."""
+        members = np.arange(self.parent.shape[0]).reshape((-1,) + (1,) * (self.parent.ndim - 1))
         return self.ready & (self.parent != members)
 
     def events(self) -> list[dict[str, Any]]:
         """The copies, on the host: one record per member that took another's state, as JSON values
         (`update`, `member`, `parent`, `parent_fitness` and the new `hyperparameters`, by path)."""
-        copied = np.asarray(self.copied)
         lineage = jax.device_get(self)
+        copied = lineage.copied
         leaves = _named_leaves(lineage.hyperparameters)
         events = [
             {
@@ -236,7 +236,7 @@ class PBTResult(AbstractTrainResult[PBTState]):
         for name, leaf in _named_leaves(lineage.hyperparameters):
             if np.issubdtype(leaf.dtype, np.floating) and leaf.ndim == 2:
                 summary |= {f"hyperparameters/{name}/member_{i}": float(value) for i, value in enumerate(leaf[:, -1])}
-        copies = np.sum(np.asarray(self.lineage.copied), axis=1)
+        copies = np.sum(lineage.copied, axis=1)
         return summary | {f"copies/member_{i}": float(count) for i, count in enumerate(copies)}
 
 
@@ -246,10 +246,7 @@ def _named_leaves(tree: PyTree[Any]) -> list[tuple[str, Any]]:
     for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
         if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             continue
-        name = "/".join(
-            str(getattr(entry, "key", getattr(entry, "idx", getattr(entry, "name", entry)))) for entry in path
-        )
-        named.append((name or "value", leaf))
+        named.append(("/".join(path_names(path)) or "value", leaf))
     return named
 
 
@@ -420,9 +417,9 @@ class PBT(AbstractPipeline[PBTState]):
         # Selection sorts and gathers across members: with several devices, on a copy of
         # the population on every device, split again afterwards.
         population = self.population
-        per_member = population.on_every_device((state.members, state.hyperparameters, state.fitness))
-        members, hyperparameters, fitness = per_member
-        return_sum, episodes = population.on_every_device((state.return_sum, state.episodes))
+        members, hyperparameters, fitness, return_sum, episodes = population.on_every_device(
+            (state.members, state.hyperparameters, state.fitness, state.return_sum, state.episodes)
+        )
         fitness = jnp.where(episodes > 0, return_sum / jnp.maximum(episodes, 1), fitness)
         key, select_key, explore_key, fresh_key = jax.random.split(state.key, 4)
         parent = self.selection.parents(fitness, select_key)
