@@ -45,7 +45,8 @@ learner = pr.Learner(
     num_epochs=4,
     num_minibatches=4,
 )
-pipeline = pr.Anakin(env, learner, num_envs=32, rollout_length=64)
+# A world generation costs 13 steps: at most 4 a step, copied if more episodes end at once.
+pipeline = pr.Anakin(pr.envs.AutoReset(env, resets_per_step=4), learner, num_envs=32, rollout_length=64)
 state, log = train_with_progress(pipeline, pipeline.init(run_key), num_updates=args.num_updates, updates_per_call=10)
 
 random = pr.random_policy_episodes(env, num_episodes=16, key=random_key)

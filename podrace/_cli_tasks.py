@@ -18,7 +18,7 @@ import optax
 
 from ._types import Box, CategoricalQValues, Discrete, QuantileQValues
 from ._validation import unknown_name
-from .envs import AbstractEnv, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_v1, pendulum_v1
+from .envs import AbstractEnv, AutoReset, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_v1, pendulum_v1
 from .envs._packages import import_package
 from .envs.from_brax import brax_env, brax_ids
 from .envs.from_craftax import CraftaxEnv, craftax_ids
@@ -107,6 +107,7 @@ class Settings:
     updates_per_call: int = 100
     num_envs: int = 16
     rollout_length: int = 128
+    resets_per_step: int | None = None
     normalize_observations: bool = False
     normalize_rewards: bool = False
     hidden: tuple[int, ...] = (64, 64)
@@ -842,7 +843,7 @@ def make_pipeline(settings: Settings, network_key: jax.Array) -> Anakin:
         spaces = env_spaces(env)
     learner = make_learner(settings, spaces, network_key)
     return Anakin(
-        env,
+        AutoReset(env, resets_per_step=settings.resets_per_step),
         learner,
         num_envs=settings.num_envs,
         rollout_length=settings.rollout_length,

@@ -129,6 +129,10 @@ def _gradient_clip(text: str) -> float | None:
     return None if text == "none" else _positive_float(text)
 
 
+def _resets_per_step(text: str) -> int | None:
+    return None if text == "all" else _positive_int(text)
+
+
 def _core(text: str) -> str | None:
     if text == "none":
         return None
@@ -162,6 +166,12 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("updates-per-call", _positive_int, "updates compiled into one call"),
         ("num-envs", _positive_int, "environments per device (in all, for gymnasium:ID)"),
         ("rollout-length", _positive_int, "environment steps per update"),
+        (
+            "resets-per-step",
+            _resets_per_step,
+            "at most this many environments of a device's batch reset on one step, the others that end "
+            "then starting from copies of those resets (for costly resets, as Craftax's; 'all': no limit)",
+        ),
     ],
     "population-based training (of the learning rate, with --seeds 4 or more)": [
         ("pbt", None, "exploit and explore: the lowest quarter copy the top quarter and perturb its learning rate"),

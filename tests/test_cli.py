@@ -149,6 +149,16 @@ def test_integral_floats_count_as_integers(capsys):
     assert "num_updates=1000," in settings and "num_envs=64," in settings
 
 
+@pytest.mark.parametrize(("flag", "field"), [("4", "resets_per_step=4,"), ("all", "resets_per_step=None,")])
+def test_resets_per_step_takes_a_count_or_all(flag, field, capsys):
+    assert cli.main(["train", "catch", "--resets-per-step", flag, "--show-settings"]) == 0
+    assert field in capsys.readouterr().out
+    settings = dataclasses.replace(
+        tasks.default_settings("catch", "ppo"), resets_per_step=int(flag) if flag != "all" else None
+    )
+    assert tasks.make_pipeline(settings, jax.random.key(0)).env.resets_per_step == settings.resets_per_step
+
+
 @pytest.mark.parametrize(
     "flag",
     [
@@ -168,6 +178,7 @@ def test_integral_floats_count_as_integers(capsys):
         ["--core", "transformer"],
         ["--activation", "gelu"],
         ["--max-grad-norm", "-1"],
+        ["--resets-per-step", "0"],
         ["--log", "csv,stdout"],
         ["--seeds", "0"],
     ],

@@ -34,6 +34,7 @@ def _step(env, state, action, key):
 RUN = helpers.Compiled(_run)
 RUN_BATCH = helpers.Compiled(helpers.vmap_over_last(_run, 2))
 STEP = helpers.Compiled(_step)
+STEP_BATCH = helpers.Compiled(lambda env, states, actions, keys: env.step_batch(states, actions, keys))
 
 
 @pytest.mark.parametrize("name", helpers.ENVS)
@@ -355,6 +356,65 @@ def test_auto_reset_agrees_with_a_bare_environment_within_an_episode():
     _, wrapped = _steps(pr.envs.AutoReset(catch), [0, 1, 2, 2, 0])
     _, bare = _steps(catch, [0, 1, 2, 2, 0])
     helpers.assert_trees_close(wrapped, bare, rtol=0, atol=0)
+
+
+def _batch_ending_at(env, num_envs, ending):
+    """A batch of auto-reset Catch states whose episodes in `ending` have just ended,
+    with an action and a key for each environment."""
+    keys = jax.random.split(jax.random.key(3), num_envs)
+    states, _ = jax.vmap(env.reset)(keys)
+    is_last = jnp.zeros(num_envs, bool).at[jnp.asarray(ending, jnp.int32)].set(True)
+    actions = jnp.arange(num_envs, dtype=jnp.int32) % 3
+    return (
+        eqx.tree_at(lambda state: state.is_last, states, is_last),
+        actions,
+        jax.random.split(jax.random.key(4), num_envs),
+    )
+
+
+RESETS_CATCH = pr.envs.Catch(rows=6, columns=7)
+
+
+@pytest.mark.parametrize("ending", [[], [5], [1, 4, 6]], ids=["none", "one", "three"])
+def test_limited_resets_change_nothing_while_few_episodes_end(ending):
+    limited = pr.envs.AutoReset(RESETS_CATCH, resets_per_step=3)
+    batch = _batch_ending_at(limited, 8, ending)
+    expected = jax.vmap(pr.envs.AutoReset(RESETS_CATCH).step)(*batch)
+    helpers.assert_trees_close(STEP_BATCH(limited, *batch), expected, rtol=0, atol=0)
+
+
+def test_limited_resets_copy_the_first_resets_to_the_later_ones():
+    limited = pr.envs.AutoReset(RESETS_CATCH, resets_per_step=2)
+    batch = _batch_ending_at(limited, 8, [0, 2, 3, 5, 7])
+    states, timesteps = STEP_BATCH(limited, *batch)
+    expected_states, expected = jax.vmap(pr.envs.AutoReset(RESETS_CATCH).step)(*batch)
+    # The 3rd, 4th and 5th to start copy the 1st, 2nd and 1st; the others are as usual.
+    source = np.array([0, 1, 2, 0, 4, 2, 6, 0])
+    helpers.assert_trees_close(
+        (states, timesteps), jax.tree.map(lambda leaf: leaf[source], (expected_states, expected)), rtol=0, atol=0
+    )
+    assert not np.array_equal(expected.observation[3], expected.observation[0])  # the copy is visible
+
+
+def test_limited_resets_in_a_pipeline_start_simultaneous_episodes_alike():
+    """All Catch episodes of a batch end together: with one reset a step, they restart as one."""
+    catch = pr.envs.Catch(rows=helpers.CATCH_ROWS, columns=helpers.CATCH_COLUMNS)
+    learner = helpers.LEARNERS["ppo-two-epochs-three-minibatches"].make(jax.random.key(0))
+    ball_columns = []
+    for resets_per_step in (None, 1):
+        pipeline = pr.Anakin(
+            pr.envs.AutoReset(catch, resets_per_step=resets_per_step), learner, num_envs=6, rollout_length=6
+        )
+        state = pipeline.train(pipeline.init(jax.random.key(0)), num_updates=1).state
+        assert np.all(state.envs.env_state.env_state.ball_row == 1)  # one step into the second episodes
+        ball_columns.append(set(np.asarray(state.envs.env_state.env_state.ball_column).tolist()))
+    assert len(ball_columns[0]) > 1 and len(ball_columns[1]) == 1
+
+
+@pytest.mark.parametrize("resets_per_step", [0, -2])
+def test_auto_reset_rejects_non_positive_resets_per_step(resets_per_step):
+    with pytest.raises(ValueError, match="resets_per_step > 0 or None"):
+        pr.envs.AutoReset(pr.envs.Catch(), resets_per_step=resets_per_step)
 
 
 def test_wrappers_forward_spaces():

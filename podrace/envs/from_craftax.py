@@ -66,6 +66,10 @@ class CraftaxEnv(AbstractEnv[Any]):
     lifted: a `done` that it confirms is a termination (discount 0), the others are
     truncations (discount 1).
 
+    **Resets.** A reset generates a world (13 times a step's time); under `vmap` every
+    environment computes one on every step unless the batch is wrapped in
+    `AutoReset(env, resets_per_step=K)`, which computes `K`.
+
     **Observations and rendering.** Symbolic environments observe a `float32` vector in
     `[0, 1]`, Pixels ones an image; `render` draws the agent's view with Craftax's
     textures, in JAX.

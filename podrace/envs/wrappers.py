@@ -3,7 +3,7 @@ from typing import Any, Generic, TypeVar, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Int, PRNGKeyArray, UInt8
+from jaxtyping import Array, Bool, Int, Key, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, ObservationActionReward, ObservationActionRewardSpace, TimeStep
 from ._base import AbstractEnv
@@ -51,12 +51,30 @@ class AutoReset(AbstractWrapper[AutoResetState[StateT]]):
     step (`is_first` set). This is `dm_env`'s convention and Gymnasium 1.x's default
     ("next-step") autoreset mode.
 
+    **Batches and costly resets.** Under `vmap` every environment of a batch computes
+    both its step and its reset on every step. Where a reset costs much more than a step
+    (Craftax generates a world: 13 times a step's time), `resets_per_step=K` makes
+    [`step_batch`][podrace.envs.AutoReset.step_batch] compute only `K` resets per batch
+    step: the first `K` environments that start a new episode (in batch order) reset with
+    their own keys, exactly as without the option, and any more start from copies of
+    those `K` resets (Craftax's "optimistic resets", Matthews et al. 2024). While at most
+    `K` episodes of a batch end on one step, nothing changes; the copies share their
+    first state but not their later randomness. The batch is the one a device steps, so
+    a run with copies is not device-count invariant.
+
     **Arguments:**
 
     - `env`: the environment to wrap.
+    - `resets_per_step`: the most resets computed per batch step; `None` (the default)
+        resets every environment that needs it.
     """
 
     env: AbstractEnv[StateT]
+    resets_per_step: int | None = eqx.field(default=None, static=True)
+
+    def __check_init__(self):
+        if self.resets_per_step is not None and self.resets_per_step <= 0:
+            raise ValueError(f"AutoReset needs resets_per_step > 0 or None, got {self.resets_per_step}.")
 
     def reset(self, key: PRNGKeyArray) -> tuple[AutoResetState[StateT], TimeStep]:
         env_state, timestep = self.env.reset(key)
@@ -74,6 +92,41 @@ class AutoReset(AbstractWrapper[AutoResetState[StateT]]):
             self.env.step(state.env_state, action, key),
         )
         return AutoResetState(env_state, timestep.is_last), timestep
+
+    def step_batch(
+        self, states: AutoResetState[StateT], actions: Array, keys: Key[Array, " batch"]
+    ) -> tuple[AutoResetState[StateT], TimeStep]:
+        """Steps a batch of environments: `jax.vmap(self.step)`, or with at most
+        `resets_per_step` resets (see above).
+
+        **Arguments:**
+
+        - `states`: the batch's states, leading axis `B`.
+        - `actions`: one action per environment.
+        - `keys`: one key per environment.
+
+        **Returns:**
+
+        The batch's next states and time steps.
+        """
+        num_envs = states.is_last.shape[0]
+        if self.resets_per_step is None or self.resets_per_step >= num_envs:
+            return jax.vmap(self.step)(states, actions, keys)
+        starting = states.is_last
+        # The K first environments to start an episode; the rest of the K slots are filled
+        # with environment 0, whose reset is then computed and never used.
+        (resetting,) = jnp.nonzero(starting, size=self.resets_per_step, fill_value=0)
+        resets = jax.vmap(self.env.reset)(keys[resetting])
+        rank = jnp.cumsum(starting) - 1  # among the environments starting an episode
+        source = jnp.where(starting, rank % self.resets_per_step, 0)
+        stepped = jax.vmap(self.env.step)(states.env_state, actions, keys)
+
+        def select(reset: Array, step: Array) -> Array:
+            chosen = reset[source]
+            return jnp.where(starting.reshape(starting.shape + (1,) * (step.ndim - 1)), chosen, step)
+
+        env_state, timestep = jax.tree.map(select, resets, stepped)
+        return jax.vmap(AutoResetState)(env_state, timestep.is_last), timestep
 
     def render(self, state: AutoResetState[StateT]) -> UInt8[Array, "height width 3"]:
         return self.env.render(state.env_state)

@@ -99,7 +99,7 @@ class TrainResult(AbstractTrainResult[AnakinState]):
 
 
 def rollout(
-    env: AbstractEnv,
+    env: AutoReset,
     agent: AbstractAgent,
     envs: EnvBatch,
     length: int,
@@ -125,7 +125,7 @@ def rollout(
     the return of an episode that ended there (0 elsewhere).
     """
     act = jax.vmap(agent)
-    step_envs = jax.vmap(env.step)
+    step_envs = env.step_batch
     reset_carry = jax.vmap(agent.reset_carry)
 
     def step(envs: EnvBatch, _):
@@ -199,7 +199,7 @@ def init_state(
 
 
 def train_steps(
-    env: AbstractEnv,
+    env: AutoReset,
     learner: AbstractLearner,
     state: AnakinState,
     *,
@@ -273,7 +273,7 @@ class Anakin(AbstractPipeline[AnakinState]):
         rewards, its statistics kept in the state; `None` for none.
     """
 
-    env: AbstractEnv
+    env: AutoReset
     learner: AbstractLearner
     num_envs: int = eqx.field(static=True)
     rollout_length: int = eqx.field(static=True)
@@ -398,7 +398,6 @@ class Anakin(AbstractPipeline[AnakinState]):
         - `state`: the state whose statistics normalise observations; needed only when
             the pipeline normalises them.
         """
-        assert isinstance(self.env, AutoReset)
         if self.normalization is None or not self.normalization.observations:
             return self.env.env
         if state is None:
