@@ -268,6 +268,33 @@ def test_orthogonal_weights_times_the_gain_and_zero_biases(name):
         np.testing.assert_array_equal(bias, 0)
 
 
+def _qr_operand_ranks(jaxpr: jax.extend.core.Jaxpr) -> list[int]:
+    """The ranks of the matrices that every QR of `jaxpr` (and of its sub-programs) factorises."""
+    ranks = []
+    for equation in jaxpr.eqns:
+        if equation.primitive.name in ("qr", "geqrf"):
+            ranks += [variable.aval.ndim for variable in equation.invars]
+        for sub in jax.extend.core.jaxprs_in_params(equation.params):
+            ranks += _qr_operand_ranks(sub)
+    return ranks
+
+
+def test_orthogonal_under_vmap_factorises_one_matrix_at_a_time():
+    """A batched QR can wait forever on XLA's CPU thread pool when two run at once (see
+    `podrace.networks.initializations._qr`): under `vmap` every QR takes one matrix, and
+    the weights equal those drawn one key at a time."""
+
+    def torso(key):
+        return pr.networks.MLPTorso((4,), (16, 8), initialization=pr.networks.Orthogonal(2.0), key=key)
+
+    keys = jax.random.split(jax.random.key(0), 3)
+    batched = eqx.filter_vmap(torso)(keys)
+    for index, key in enumerate(keys):
+        helpers.assert_trees_close(helpers.index(batched, index), torso(key), rtol=0, atol=0)
+    ranks = _qr_operand_ranks(jax.make_jaxpr(lambda keys: eqx.filter_vmap(torso)(keys).layers)(keys).jaxpr)
+    assert ranks and set(ranks) == {2}, ranks
+
+
 def test_orthogonal_gains_of_cleanrl_ppo_and_the_mean_scale_on_top():
     key = jax.random.key(1)
     head = pr.networks.PolicyLogitHead(

@@ -136,11 +136,33 @@ class Orthogonal(AbstractInitialization):
                 continue
             rows, columns = parameter.shape[0], math.prod(parameter.shape[1:])
             # The QR of a tall matrix: Q has orthonormal columns; a wide weight is its transpose.
-            q, r = jnp.linalg.qr(next(chunks).reshape(max(rows, columns), min(rows, columns)))
+            q, r = _qr(next(chunks).reshape(max(rows, columns), min(rows, columns)))
             q = q * jnp.sign(jnp.diagonal(r))[None, :]
             matrix = q.T if rows < columns else q
             values.append((self.gain * matrix).reshape(parameter.shape).astype(parameter.dtype))
         return values
+
+
+@jax.custom_batching.custom_vmap
+def _qr(matrix: Float[Array, "rows columns"]) -> tuple[Array, Array]:
+    """`jnp.linalg.qr`, run one matrix at a time under `vmap`.
+
+    A batched QR on the CPU splits its batch over XLA's thread pool and waits for it
+    from a thread of that pool; two of them at once (one per weight of a network built
+    under `vmap`, as a `Population` builds its members) can take every thread of a
+    small pool and wait forever (jaxlib 0.10's `ParallelBatchMap`, on a 2-core CPU).
+    The same factorisations, one matrix at a time, give the same values.
+    """
+    q, r = jnp.linalg.qr(matrix)
+    return q, r
+
+
+@_qr.def_vmap
+def _qr_one_at_a_time(
+    axis_size: int, in_batched: list[bool], matrices: Array
+) -> tuple[tuple[Array, Array], tuple[bool, bool]]:
+    del axis_size, in_batched
+    return jax.lax.map(_qr, matrices), (True, True)
 
 
 # The standard deviation of a standard normal truncated to [-2, 2]: 1 - 2 a phi(a) / (2 Phi(a) - 1) at a = 2.
