@@ -35,6 +35,7 @@ from .learners import AbstractLearner, DiscreteSACLearner, DQNLearner, Learner, 
 from .losses import (
     A2CLoss,
     AbstractLoss,
+    CategoricalPQNLoss,
     CategoricalQLoss,
     PPOLoss,
     PQNLoss,
@@ -183,6 +184,24 @@ _CLEANRL_CARTPOLE_DQN = dict(
     min_replay_size=10_000,
     target_update_period=50,
 )
+_CLEANRL_CARTPOLE_PQN = dict(
+    hidden=(120, 84),
+    activation="relu",
+    layer_norm=True,
+    num_envs=4,
+    rollout_length=128,
+    num_updates=976,
+    updates_per_call=122,
+    learning_rate=5e-4,
+    anneal_learning_rate=True,
+    max_grad_norm=10.0,
+    lambda_=0.65,
+    epsilon=0.05,
+    epsilon_decay_steps=250_000,
+    num_epochs=4,
+    num_minibatches=4,
+)
+
 TUNED: dict[tuple[str, str], dict[str, Any]] = {
     # The Podracer paper's Anakin experiment.
     ("catch", "td-lambda"): _CATCH
@@ -243,23 +262,9 @@ TUNED: dict[tuple[str, str], dict[str, Any]] = {
     ("cartpole", "dqn"): _CLEANRL_CARTPOLE_DQN | dict(anneal_learning_rate=True),
     # CleanRL's PQN for CartPole (pqn.py) with Adam for its RAdam and twice its learning
     # rate: at 2.5e-4, 7 of seeds 0-9 solved (two reached 208 and 351), at 5e-4 all ten.
-    ("cartpole", "pqn"): dict(
-        hidden=(120, 84),
-        activation="relu",
-        layer_norm=True,
-        num_envs=4,
-        rollout_length=128,
-        num_updates=976,
-        updates_per_call=122,
-        learning_rate=5e-4,
-        anneal_learning_rate=True,
-        max_grad_norm=10.0,
-        lambda_=0.65,
-        epsilon=0.05,
-        epsilon_decay_steps=250_000,
-        num_epochs=4,
-        num_minibatches=4,
-    ),
+    ("cartpole", "pqn"): _CLEANRL_CARTPOLE_PQN,
+    # PQN's CartPole settings with the support of CleanRL's C51 for CartPole.
+    ("cartpole", "c51-pqn"): _CLEANRL_CARTPOLE_PQN | dict(num_atoms=101, v_min=-100.0, v_max=100.0),
     # CleanRL's C51 for CartPole: its DQN's settings, 101 atoms from -100 to 100.
     ("cartpole", "c51"): _CLEANRL_CARTPOLE_DQN | dict(num_atoms=101, v_min=-100.0, v_max=100.0),
     ("pendulum", "ppo"): dict(
@@ -345,7 +350,7 @@ THRESHOLDS = {"catch": 0.9, "cartpole": 450.0, "pendulum": -300.0, "repeat-first
 """The mean evaluation return that counts as solved, for the environments with tuned defaults."""
 
 SOLVED_BY_ALGORITHM = {("pendulum", algo): -200.0 for algo in ("ddpg", "td3", "sac")} | {
-    ("cartpole", algo): 475.0 for algo in ("c51", "pqn", "sac")
+    ("cartpole", algo): 475.0 for algo in ("c51", "pqn", "c51-pqn", "sac")
 }
 """Higher bars where the published results are higher: RL Zoo's off-policy rows reach
 about -150 on Pendulum in 20k steps, CleanRL's C51 498.51 and PQN 495.13 on CartPole in
@@ -683,6 +688,13 @@ ALGORITHMS: dict[str, Algorithm] = {
         True,
         ("lambda_", "epsilon", "epsilon_decay_steps", "num_epochs", "num_minibatches"),
         lambda s: PQNLoss(discount=s.discount, lambda_=s.lambda_),
+        passes=lambda s: (s.num_epochs, s.num_minibatches),
+        learner=_pqn_learner,
+    ),
+    "c51-pqn": Algorithm(
+        True,
+        ("lambda_", "epsilon", "epsilon_decay_steps", "num_epochs", "num_minibatches", "num_atoms", "v_min", "v_max"),
+        lambda s: CategoricalPQNLoss(discount=s.discount, lambda_=s.lambda_),
         passes=lambda s: (s.num_epochs, s.num_minibatches),
         learner=_pqn_learner,
     ),

@@ -202,7 +202,7 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("entropy-coefficient", _non_negative_float, "weight of the entropy bonus (policy-gradient algorithms)"),
         ("normalize-advantages", None, "normalise PPO's advantages per minibatch"),
         ("baseline", None, "REINFORCE with a learnt value baseline"),
-        ("num-epochs", _positive_int, "PPO, PQN: passes over each rollout"),
+        ("num-epochs", _positive_int, "PPO, PQN (pqn, c51-pqn): passes over each rollout"),
         ("num-minibatches", _positive_int, "PPO, PQN: minibatches per pass (PPO's divide the environments)"),
         ("epsilon", _unit_interval, "td-lambda's and q-learning's exploration; the final one of dqn and pqn"),
         ("double", None, "double Q-learning targets (q-learning, dqn, c51, qr-dqn)"),
@@ -212,7 +212,11 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
         ("batch-size", _positive_int, "transitions per gradient step"),
         ("min-replay-size", _positive_int, "transitions stored before learning starts"),
         ("gradient-steps", _positive_int, "gradient steps per update"),
-        ("epsilon-decay-steps", _positive_int, "DQN, PQN: environment steps over which epsilon falls from 1"),
+        (
+            "epsilon-decay-steps",
+            _positive_int,
+            "DQN, PQN (pqn, c51-pqn): environment steps over which epsilon falls from 1",
+        ),
         ("target-update-period", _positive_int, "DQN: updates between copies of the target network"),
         ("tau", _unit_interval, "ddpg, td3, sac: the Polyak step of the target networks"),
         ("exploration-noise", _positive_float, "ddpg, td3: Gaussian action noise, relative to half the action range"),
@@ -226,10 +230,10 @@ _SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = 
             "actions 0.98 log(actions))",
         ),
     ],
-    "distributional (c51, qr-dqn)": [
-        ("num-atoms", _positive_int, "c51: returns each action's distribution sits on (at least 2)"),
-        ("v-min", _finite_float, "c51: the smallest of them"),
-        ("v-max", _finite_float, "c51: the largest of them"),
+    "distributional (c51, qr-dqn, c51-pqn)": [
+        ("num-atoms", _positive_int, "c51, c51-pqn: returns each action's distribution sits on (at least 2)"),
+        ("v-min", _finite_float, "c51, c51-pqn: the smallest of them"),
+        ("v-max", _finite_float, "c51, c51-pqn: the largest of them"),
         ("num-quantiles", _positive_int, "qr-dqn: quantiles of each action's return"),
     ],
 }

@@ -625,6 +625,7 @@ LOSSES: dict[str, LossCase] = {
     "double-q-learning": LossCase(lambda: pr.losses.QLearningLoss(discount=0.99, double=True)),
     "pqn": LossCase(lambda: pr.losses.PQNLoss(discount=0.99, lambda_=0.65)),
     "c51": LossCase(lambda: pr.losses.CategoricalQLoss(discount=0.99)),
+    "c51-pqn": LossCase(lambda: pr.losses.CategoricalPQNLoss(discount=0.99, lambda_=0.65)),
     "c51-double": LossCase(lambda: pr.losses.CategoricalQLoss(discount=0.9, double=True)),
     "qr-dqn": LossCase(lambda: pr.losses.QuantileQLoss(discount=0.99)),
     "qr-dqn-double-unsmoothed": LossCase(lambda: pr.losses.QuantileQLoss(discount=0.9, double=True, huber_delta=None)),
@@ -783,13 +784,15 @@ def dqn_learner(key: PRNGKeyArray, loss: pr.losses.AbstractQLoss | None = None) 
 POINT_OBS_SHAPE = (1,)
 
 
-def pqn_learner(key: PRNGKeyArray) -> pr.Learner:
+def pqn_learner(key: PRNGKeyArray, loss: pr.losses.AbstractLoss | None = None) -> pr.Learner:
     """PQN: a layer-normalised Q-network, epsilon-greedy on a schedule, Q(lambda) returns
-    computed once per update, epochs of minibatches of single transitions."""
+    computed once per update, epochs of minibatches of single transitions; `loss` a
+    PQN loss of action values (the default) or of categorical distributions."""
+    loss = pr.losses.PQNLoss(discount=0.99, lambda_=0.65) if loss is None else loss
     return pr.Learner(
-        q_network(key, layer_norm=True),
+        q_network(key, layer_norm=True, output_type=loss.input_type),
         pr.policies.EpsilonGreedy(optax.linear_schedule(1.0, 0.05, 100)),
-        pr.losses.PQNLoss(discount=0.99, lambda_=0.65),
+        loss,
         CLIPPED_ADAM,
         num_epochs=2,
         num_minibatches=3,
@@ -979,6 +982,9 @@ LEARNERS: dict[str, LearnerCase] = {
         device_invariant=False,
     ),
     "pqn-layer-norm-transitions": LearnerCase(pqn_learner),
+    "c51-pqn-layer-norm-transitions": LearnerCase(
+        lambda key: pqn_learner(key, pr.losses.CategoricalPQNLoss(discount=0.99, lambda_=0.65))
+    ),
     # Recurrent PQN: minibatches of whole trajectories, each unrolling from its start's carry.
     "gru-pqn-layer-norm": LearnerCase(
         lambda key: recurrent_learner(

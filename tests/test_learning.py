@@ -94,9 +94,9 @@ def test_the_podracer_papers_td_lambda_agent_solves_catch():
 
 
 @pytest.mark.slow
-# C51 and PQN at 475 (CleanRL publishes 498.51 +- 1.77 and 495.13 +- 6.89), and discrete SAC
+# C51 and PQN at 475 (CleanRL publishes 498.51 +- 1.77 and 495.13 +- 6.89), and C51-PQN and discrete SAC
 # with them; the others at 450.
-@pytest.mark.parametrize("algo", ["a2c", "reinforce", "ppo", "dqn", "c51", "pqn", "sac"])
+@pytest.mark.parametrize("algo", ["a2c", "reinforce", "ppo", "dqn", "c51", "pqn", "c51-pqn", "sac"])
 def test_solves_cartpole(algo):
     _assert_defaults_solve("cartpole", algo)
 

@@ -227,6 +227,18 @@ def _dqn_learner(loss: pr.losses.AbstractQLoss) -> Callable[[PRNGKeyArray], pr.l
     )
 
 
+def _pqn_learner(loss: pr.losses.AbstractLoss) -> Callable[[PRNGKeyArray], pr.Learner]:
+    return lambda key: pr.Learner(
+        helpers.q_network(key, (1,), 2, (HIDDEN_SIZE,), layer_norm=True, output_type=loss.input_type),
+        pr.policies.EpsilonGreedy(0.5),
+        loss,
+        OPTIMIZER,
+        num_epochs=2,
+        num_minibatches=2,
+        minibatches_of="transitions",
+    )
+
+
 PROBE_LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.learners.AbstractLearner]] = {
     "td-lambda-q": _q_learner(pr.losses.TDLambdaQLoss(discount=DISCOUNT, lambda_=0.9)),
     "q-learning": _q_learner(pr.losses.QLearningLoss(discount=DISCOUNT)),
@@ -234,15 +246,8 @@ PROBE_LEARNERS: dict[str, Callable[[PRNGKeyArray], pr.learners.AbstractLearner]]
     "c51": _dqn_learner(pr.losses.CategoricalQLoss(discount=DISCOUNT)),
     "qr-dqn": _dqn_learner(pr.losses.QuantileQLoss(discount=DISCOUNT)),
     # PQN: a layer-normalised Q-network, returns computed once per update, minibatches of transitions.
-    "pqn": lambda key: pr.Learner(
-        helpers.q_network(key, (1,), 2, (HIDDEN_SIZE,), layer_norm=True),
-        pr.policies.EpsilonGreedy(0.5),
-        pr.losses.PQNLoss(discount=DISCOUNT, lambda_=0.65),
-        OPTIMIZER,
-        num_epochs=2,
-        num_minibatches=2,
-        minibatches_of="transitions",
-    ),
+    "pqn": _pqn_learner(pr.losses.PQNLoss(discount=DISCOUNT, lambda_=0.65)),
+    "c51-pqn": _pqn_learner(pr.losses.CategoricalPQNLoss(discount=DISCOUNT, lambda_=0.65)),
     "a2c": _actor_critic_learner(pr.losses.A2CLoss(discount=DISCOUNT)),
     "ppo-two-epochs-two-minibatches": _actor_critic_learner(
         pr.losses.PPOLoss(discount=DISCOUNT), num_epochs=2, num_minibatches=2

@@ -365,8 +365,8 @@ class Learner(AbstractLearner[LearnerState]):
 
 
 def as_transitions(
-    trajectory: Trajectory, targets: PyTree[Float[Array, "T B"]]
-) -> tuple[Trajectory, PyTree[Float[Array, "1 B*T"]]]:
+    trajectory: Trajectory, targets: PyTree[Float[Array, "T B ..."]]
+) -> tuple[Trajectory, PyTree[Float[Array, "1 B*T ..."]]]:
     """A batch of feed-forward trajectories `[T + 1, B]` as `B * T` one-step trajectories `[2, B * T]`.
 
     One-step trajectory `b * T + t` holds time steps `t` and `t + 1` of trajectory `b`,
@@ -395,7 +395,7 @@ def shuffled_minibatches(
     key: PRNGKeyArray,
     *,
     axis_name: str | None,
-    targets: PyTree[Float[Array, "T B"]] = None,
+    targets: PyTree[Float[Array, "T B ..."]] = None,
 ) -> tuple[Trajectory, PyTree[Array]]:
     """A batch of trajectories `[T + 1, B]` split at random along the environment axis: `[M, T + 1, B / M]`.
 

@@ -25,7 +25,11 @@ from .policy_gradient import (
     ppo_clipped_surrogate as ppo_clipped_surrogate,
 )
 from .ppo import PPOLoss as PPOLoss
-from .pqn import PQNLoss as PQNLoss
+from .pqn import (
+    CategoricalPQNLoss as CategoricalPQNLoss,
+    PQNLoss as PQNLoss,
+    categorical_lambda_returns as categorical_lambda_returns,
+)
 from .qr_dqn import QuantileQLoss as QuantileQLoss, quantile_regression_loss as quantile_regression_loss
 from .reinforce import ReinforceLoss as ReinforceLoss
 from .td_lambda_q import TDLambdaQLoss as TDLambdaQLoss
@@ -54,6 +58,7 @@ __all__ = [
     "ReinforceLoss",
     "PPOLoss",
     "PQNLoss",
+    "CategoricalPQNLoss",
     "CategoricalQLoss",
     "QuantileQLoss",
     "VTraceLoss",
@@ -70,6 +75,7 @@ __all__ = [
     "cut_lambda_at_episode_ends",
     "categorical_entropy",
     "lambda_returns",
+    "categorical_lambda_returns",
     "td_lambda",
     "discounted_returns",
     "n_step_bootstrapped_returns",

@@ -43,7 +43,7 @@ class AbstractLoss(eqx.Module):
     input_type: AbstractClassVar[type[AbstractNetworkOutput]]
 
     @abc.abstractmethod
-    def targets(self, agent: Agent, trajectory: Trajectory) -> PyTree[Float[Array, "T B"]]:
+    def targets(self, agent: Agent, trajectory: Trajectory) -> PyTree[Float[Array, "T B ..."]]:
         """What the loss takes from a batch of trajectories once, before its gradient steps.
 
         A [`podrace.Learner`][] with several epochs or minibatches calls it once per
@@ -70,7 +70,7 @@ class AbstractLoss(eqx.Module):
         agent: Agent,
         trajectory: Trajectory,
         *,
-        targets: PyTree[Float[Array, "T B"]] = None,
+        targets: PyTree[Float[Array, "T B ..."]] = None,
         axis_name: str | None = None,
         target_network: AbstractNetwork | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
@@ -136,7 +136,7 @@ class AbstractTrajectoryLoss(AbstractLoss):
         agent: Agent,
         trajectory: Trajectory,
         *,
-        targets: PyTree[Float[Array, "T B"]] = None,
+        targets: PyTree[Float[Array, "T B ..."]] = None,
         axis_name: str | None = None,
         target_network: AbstractNetwork | None = None,
     ) -> tuple[Float[Array, ""], LossTerms]:
