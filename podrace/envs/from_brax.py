@@ -101,7 +101,8 @@ class BraxEnv(AbstractEnv[Any]):
 
     @property
     def observation_space(self) -> AbstractSpace:
-        return Box(-jnp.inf, jnp.inf, (self.env.observation_size,))
+        with default_numpy_rules():  # Brax resets the environment to find the size
+            return Box(-jnp.inf, jnp.inf, (self.env.observation_size,))
 
     @property
     def action_space(self) -> AbstractSpace:
