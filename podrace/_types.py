@@ -579,6 +579,11 @@ class Trajectory(eqx.Module):
             self.timestep, self.policy_step, self.carry, *time_major
         )
 
+    def without_last_step(self) -> "Trajectory":
+        """The first `T` time steps, with the actions taken at them and the same carry: what
+        a loss runs its network on once its targets hold what the last step was needed for."""
+        return Trajectory(jax.tree.map(lambda x: x[:-1], self.timestep), self.policy_step, self.carry)
+
     def take(self, indices: Int[Array, " n"]) -> "Trajectory":
         """The trajectories at `indices` of a batch `[T + 1, B]`, as a batch `[T + 1, n]`."""
         parts = (self.timestep, self.policy_step, self.carry)

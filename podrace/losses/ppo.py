@@ -166,8 +166,7 @@ class PPOLoss(AbstractLoss):
         else:
             # The targets hold what the last time step's value was needed for: the network
             # runs on the first T time steps only (half the work on one-step transitions).
-            first_steps = jax.tree.map(lambda x: x[:-1], trajectory.timestep)
-            outputs = agent.outputs(Trajectory(first_steps, trajectory.policy_step, trajectory.carry))
+            outputs = agent.outputs(trajectory.without_last_step())
             advantages, returns = targets
         values = require_value(self, outputs)[: len(advantages)]
         log_pi, entropy = agent.log_prob_and_entropy(outputs, trajectory.policy_step.action)

@@ -76,8 +76,7 @@ class PQNLoss(AbstractLoss):
 
         # The returns hold what the last time step was needed for: the network runs on the
         # first T time steps only.
-        first_steps = jax.tree.map(lambda x: x[:-1], trajectory.timestep)
-        outputs = agent.batch_outputs(Trajectory(first_steps, trajectory.policy_step, trajectory.carry))
+        outputs = agent.batch_outputs(trajectory.without_last_step())
         action = trajectory.policy_step.action
         values = jnp.take_along_axis(cast(QValues, outputs).q_values, action[..., None], axis=-1)[..., 0]
         mask = trajectory.map_batch(transition_mask, out_axes=1)
@@ -198,10 +197,7 @@ class CategoricalPQNLoss(AbstractLoss):
         del axis_name  # a mean of equal shares
         if targets is None:
             targets = self.targets(bootstrap_agent(agent, target_network), trajectory)
-        first_steps = jax.tree.map(lambda x: x[:-1], trajectory.timestep)
-        outputs = cast(
-            CategoricalQValues, agent.batch_outputs(Trajectory(first_steps, trajectory.policy_step, trajectory.carry))
-        )
+        outputs = cast(CategoricalQValues, agent.batch_outputs(trajectory.without_last_step()))
         action = trajectory.policy_step.action
         logits = jnp.take_along_axis(outputs.logits, action[..., None, None], axis=-2)[..., 0, :]
         cross_entropy = -jnp.sum(jax.lax.stop_gradient(targets) * jax.nn.log_softmax(logits), axis=-1)
