@@ -32,8 +32,13 @@ flag and translated here into podrace's arguments:
 Every optimiser is rejax's: `max_grad_norm` clips each gradient element (`optax.clip`:
 inf for SAC, 100 for TD3, 10 for PQN) before Adam, on both sides.
 
-What is not aligned: rejax's Pendulum configs normalise observations, which podrace
-has no wrapper for, so rejax runs without (its default). podrace runs its own
+Observations are normalised by running statistics for SAC and TD3 (rejax's Pendulum
+configs; `pr.RunningNormalization` on podrace's side), not for PQN (rejax's CartPole
+config). The two differ in when: podrace normalises each observation as it is collected
+and stores it normalised, rejax stores raw observations and normalises each sampled
+batch with the statistics of the moment; podrace also clips them to [-10, 10].
+
+What is not aligned otherwise: podrace runs its own
 `pendulum_v1` and `cartpole_v1` (Gymnasium's dynamics, as gymnax's are), rejax
 gymnax's. rejax samples replay batches without replacement, podrace (flashbax) with
 replacement. rejax's SAC clips the log standard deviation into [-10, 2], podrace's
@@ -84,6 +89,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "gamma": 0.99,
         "hidden_layer_sizes": [64, 64],
         "activation": "swish",
+        "normalize_observations": True,
     },
     "td3": {
         "num_envs": 1,
@@ -101,6 +107,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "target_noise": 0.2,
         "target_noise_clip": 0.5,
         "activation": "swish",
+        "normalize_observations": True,
     },
     "pqn": {
         "num_envs": 16,
@@ -114,6 +121,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "eps_start": 1.0,
         "eps_end": 0.05,
         "exploration_fraction": 0.5,
+        "normalize_observations": False,
     },
 }
 """Each algorithm's settings under rejax's names (rejax fixes TD3's and PQN's hidden layers to 64-64)."""
@@ -137,6 +145,11 @@ def pendulum_bounds(env: pr.envs.AbstractEnv) -> tuple[list[float], list[float]]
     """The torque bounds of Pendulum's actions."""
     assert isinstance(env.action_space, pr.Box)
     return env.action_space.low.tolist(), env.action_space.high.tolist()
+
+
+def observation_normalization(settings: dict[str, Any]) -> pr.RunningNormalization | None:
+    """Running normalisation of observations where rejax's config asks for it."""
+    return pr.RunningNormalization(observations=True, rewards=False) if settings["normalize_observations"] else None
 
 
 def sac_pipeline(key: jax.Array, settings: dict[str, Any]) -> pr.Anakin:
@@ -165,7 +178,9 @@ def sac_pipeline(key: jax.Array, settings: dict[str, Any]) -> pr.Anakin:
         min_replay_size=settings["fill_buffer"],
         gradient_steps=settings["num_epochs"],
     )
-    return pr.Anakin(env, learner, num_envs=settings["num_envs"], rollout_length=1)
+    return pr.Anakin(
+        env, learner, num_envs=settings["num_envs"], rollout_length=1, normalization=observation_normalization(settings)
+    )
 
 
 def td3_pipeline(key: jax.Array, settings: dict[str, Any]) -> pr.Anakin:
@@ -197,7 +212,9 @@ def td3_pipeline(key: jax.Array, settings: dict[str, Any]) -> pr.Anakin:
         min_replay_size=settings["fill_buffer"],
         gradient_steps=settings["num_epochs"],
     )
-    return pr.Anakin(env, learner, num_envs=settings["num_envs"], rollout_length=1)
+    return pr.Anakin(
+        env, learner, num_envs=settings["num_envs"], rollout_length=1, normalization=observation_normalization(settings)
+    )
 
 
 def pqn_pipeline(key: jax.Array, settings: dict[str, Any], steps: int) -> pr.Anakin:
@@ -259,8 +276,12 @@ def rejax_flags(settings: dict[str, Any]) -> list[str]:
     """`settings` as `rejax_baseline.py`'s command-line flags."""
     flags = []
     for name, value in settings.items():
+        flag = name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"--{flag}" if value else f"--no-{flag}")
+            continue
         values = value if isinstance(value, list) else [value]
-        flags += [f"--{name.replace('_', '-')}", *map(str, values)]
+        flags += [f"--{flag}", *map(str, values)]
     return flags
 
 

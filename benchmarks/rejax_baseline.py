@@ -12,8 +12,7 @@ five-value ``step`` of gymnax < 1.0)::
 Known to work with jax/jaxlib 0.10.2, flax 0.12.8, optax 0.2.8, chex 0.1.92,
 distrax 0.1.9, gymnax 0.0.9 (what that pip command resolved to).
 Default hyperparameters are rejax's own (configs/gymnax/cartpole.yaml and
-configs/gymnax/pendulum.yaml in the rejax repository; the wheel does not ship them),
-except that SAC and TD3 leave observations unnormalised (see the modes).
+configs/gymnax/pendulum.yaml in the rejax repository; the wheel does not ship them).
 
 ppo-time-to-solve
     The clock starts before anything is built or compiled. Training runs in chunks:
@@ -31,9 +30,8 @@ dqn-sps
     warm-up's state with the same compiled function.
 sac-sps, td3-sps, pqn-sps
     The same measurement for SAC and TD3 on Pendulum-v1 and PQN on CartPole-v1, every
-    hyperparameter under rejax's own name. rejax's Pendulum configs normalise
-    observations; these modes do not (``normalize_observations=False``), as podrace has
-    no observation normalisation to match it with. ``--max-grad-norm`` is rejax's: each
+    hyperparameter under rejax's own name (``--normalize-observations`` for SAC and TD3
+    as rejax's Pendulum configs; not for PQN, as its CartPole config). ``--max-grad-norm`` is rejax's: each
     gradient element clipped to that value (``optax.clip``), not the global norm.
 
 Each mode prints one JSON line with the result and every setting used.
@@ -185,7 +183,7 @@ def sac_sps(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
         **replay_settings(args),
         "hidden_layer_sizes": args.hidden_layer_sizes,
-        "normalize_observations": False,
+        "normalize_observations": args.normalize_observations,
     }
     agent_kwargs = {"activation": args.activation}  # the actor's and the critics'
     algo = without_evaluation(SAC, args, settings, agent_kwargs=dict(agent_kwargs))
@@ -203,7 +201,7 @@ def td3_sps(args: argparse.Namespace) -> dict[str, Any]:
         "exploration_noise": args.exploration_noise,
         "target_noise": args.target_noise,
         "target_noise_clip": args.target_noise_clip,
-        "normalize_observations": False,
+        "normalize_observations": args.normalize_observations,
     }
     network_kwargs = {"activation": args.activation}
     algo = without_evaluation(
@@ -230,7 +228,7 @@ def pqn_sps(args: argparse.Namespace) -> dict[str, Any]:
         "eps_start": args.eps_start,
         "eps_end": args.eps_end,
         "exploration_fraction": args.exploration_fraction,
-        "normalize_observations": False,
+        "normalize_observations": args.normalize_observations,
     }
     algo = without_evaluation(PQN, args, settings)
     return {
@@ -331,17 +329,19 @@ def parse_args() -> argparse.Namespace:
     dqn.add_argument("--agent", choices=["QNetwork", "DuelingQNetwork"], default="DuelingQNetwork")
     dqn.add_argument("--activation", default="swish")
 
-    # rejax's Pendulum-v1 settings (observations unnormalised, see the module docstring)
+    # rejax's Pendulum-v1 settings
     sac = sub.add_parser("sac-sps")
     add_replay_arguments(sac, "Pendulum-v1", steps=20_000, num_envs=1, buffer_size=10_000, fill_buffer=256)
     sac.set_defaults(batch_size=256, num_epochs=1, polyak=0.98, learning_rate=0.01, max_grad_norm=float("inf"))
     sac.add_argument("--hidden-layer-sizes", type=int, nargs="+", default=[64, 64])
     sac.add_argument("--activation", default="swish")
+    sac.add_argument("--normalize-observations", action=argparse.BooleanOptionalAction, default=True)
 
     td3 = sub.add_parser("td3-sps")
     add_replay_arguments(td3, "Pendulum-v1", steps=20_000, num_envs=1, buffer_size=10_000, fill_buffer=1_000)
     td3.set_defaults(batch_size=100, num_epochs=1, polyak=0.95, learning_rate=1e-3, max_grad_norm=100.0)
     td3.add_argument("--policy-delay", type=int, default=2)
+    td3.add_argument("--normalize-observations", action=argparse.BooleanOptionalAction, default=True)
     td3.add_argument("--exploration-noise", type=float, default=0.3)
     td3.add_argument("--target-noise", type=float, default=0.2)
     td3.add_argument("--target-noise-clip", type=float, default=0.5)
@@ -360,6 +360,7 @@ def parse_args() -> argparse.Namespace:
     pqn.add_argument("--max-grad-norm", type=float, default=10.0)
     pqn.add_argument("--gamma", type=float, default=0.99)
     pqn.add_argument("--td-lambda", type=float, default=0.9)
+    pqn.add_argument("--normalize-observations", action=argparse.BooleanOptionalAction, default=False)
     pqn.add_argument("--eps-start", type=float, default=1.0)
     pqn.add_argument("--eps-end", type=float, default=0.05)
     pqn.add_argument("--exploration-fraction", type=float, default=0.5, help="of --steps")
