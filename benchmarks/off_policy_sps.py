@@ -1,4 +1,4 @@
-"""SAC, TD3 and PQN training throughput: podrace against rejax at the same settings.
+"""SAC, TD3 and PQN throughput and time to a return: podrace against rejax, same settings.
 
 Environment steps per second of training, evaluation off. As in `ppo_cartpole.py`,
 rejax 0.1.3 runs in its own virtual environment (`benchmarks/rejax_baseline.py` gives
@@ -51,9 +51,17 @@ network evaluations or gradient steps.
 Last line: `ratio_sac_sps=X ratio_td3_sps=Y ratio_pqn_sps=Z` (podrace's median steps
 per second over rejax's, over seeds).
 
+With `--time-to-level`, each measurement is instead the seconds from before anything is
+built to the first evaluation whose mean return reaches the learning tests' bar (-200 on
+Pendulum-v1, 475 on CartPole-v1), within `--X-steps` (also the length PQN's epsilon
+schedule is set for, as rejax's `total_timesteps`). Training runs in compiled chunks of
+1,000 steps (SAC, TD3) or 16,384 (PQN), each followed by 16 evaluation episodes with each
+library's own evaluation policy; compilation and evaluations are inside the time. Last
+line: `ratio_sac_time_to_level=X ...`, rejax's median seconds over podrace's.
+
 Usage:
 
-    python benchmarks/off_policy_sps.py --rejax-python /path/to/rejax-venv/bin/python [--seeds 0 1 2]
+    python benchmarks/off_policy_sps.py --rejax-python /path/to/rejax-venv/bin/python [--seeds 0 1 2] [--time-to-level]
 """
 
 import argparse
@@ -126,6 +134,13 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 """Each algorithm's settings under rejax's names (rejax fixes TD3's and PQN's hidden layers to 64-64)."""
 ACTIVATIONS = {"swish": jax.nn.swish}
+# --time-to-level: the learning tests' bars (Pendulum-v1 -200, CartPole-v1 475), each
+# library's own evaluation policy (podrace: the action of greatest probability, the
+# deterministic action, the greedy one; rejax: its `make_act`), and how often to evaluate.
+LEVELS = {"sac": -200.0, "td3": -200.0, "pqn": 475.0}
+EVALUATION_POLICIES = {"sac": pr.policies.Mode, "td3": pr.policies.Deterministic, "pqn": pr.policies.Greedy}
+CHUNK_STEPS = {"sac": 1_000, "td3": 1_000, "pqn": 16_384}
+EVAL_EPISODES = 16
 
 
 def steps_per_iteration(algorithm: str) -> int:
@@ -240,16 +255,20 @@ def pqn_pipeline(key: jax.Array, settings: dict[str, Any], steps: int) -> pr.Ana
     )
 
 
+def build_pipeline(algorithm: str, key: jax.Array, steps: int) -> pr.Anakin:
+    """`algorithm`'s pipeline at `SETTINGS`, its schedules set for a run of `steps`."""
+    settings = SETTINGS[algorithm]
+    if algorithm == "sac":
+        return sac_pipeline(key, settings)
+    if algorithm == "td3":
+        return td3_pipeline(key, settings)
+    return pqn_pipeline(key, settings, steps)
+
+
 def podrace_sps(algorithm: str, seed: int, steps: int) -> dict[str, Any]:
     """podrace's steps per second: a warm-up call of `steps` env steps, then a timed one."""
     network_key, run_key = jax.random.split(jax.random.key(seed))
-    settings = SETTINGS[algorithm]
-    if algorithm == "sac":
-        pipeline = sac_pipeline(network_key, settings)
-    elif algorithm == "td3":
-        pipeline = td3_pipeline(network_key, settings)
-    else:
-        pipeline = pqn_pipeline(network_key, settings, steps)
+    pipeline = build_pipeline(algorithm, network_key, steps)
     num_updates = steps // pipeline.frames_per_update
     start = time.perf_counter()
     state = jax.block_until_ready(pipeline.train(pipeline.init(run_key), num_updates=num_updates).state)
@@ -269,6 +288,37 @@ def podrace_sps(algorithm: str, seed: int, steps: int) -> dict[str, Any]:
         "timed_seconds": round(elapsed, 3),
         "warmup_seconds_incl_compile": round(warmup, 3),
         "timed_call_compilations": timed_call_compilations,
+    }
+
+
+def podrace_time_to_level(algorithm: str, seed: int, steps: int) -> dict[str, Any]:
+    """Seconds from before the pipeline is built to the first evaluation at `LEVELS`'s
+    return or more: compiled chunks of `CHUNK_STEPS` env steps, each with an evaluation
+    of `EVAL_EPISODES` episodes in the same program, within `steps`."""
+    start = time.perf_counter()
+    network_key, run_key = jax.random.split(jax.random.key(seed))
+    pipeline = build_pipeline(algorithm, network_key, steps)
+    updates_per_chunk = CHUNK_STEPS[algorithm] // pipeline.frames_per_update
+    state = pipeline.init(run_key)
+    history: list[tuple[int, float, float]] = []
+    mean_return, done = -float("inf"), 0
+    while mean_return < LEVELS[algorithm] and done < steps:
+        done += updates_per_chunk * pipeline.frames_per_update
+        policy = EVALUATION_POLICIES[algorithm]()
+        evaluation = pr.Evaluation(policy, num_episodes=EVAL_EPISODES, key=jax.random.key(done))
+        result = pipeline.train(state, num_updates=updates_per_chunk, evaluation=evaluation)
+        assert result.evaluation is not None
+        state, mean_return = result.state, float(result.evaluation.mean_return)
+        history.append((done, round(time.perf_counter() - start, 3), mean_return))
+    return {
+        "library": "podrace",
+        "algorithm": algorithm,
+        "seed": seed,
+        "reached": mean_return >= LEVELS[algorithm],
+        "seconds": round(time.perf_counter() - start, 3),
+        "env_steps": done,
+        "level": LEVELS[algorithm],
+        "history": history,
     }
 
 
@@ -296,6 +346,11 @@ def main() -> None:
             default=DEFAULT_STEPS[algorithm],
             help=f"env steps per call (default {DEFAULT_STEPS[algorithm]})",
         )
+    parser.add_argument(
+        "--time-to-level",
+        action="store_true",
+        help="measure each library's seconds to the learning tests' bars instead, within the steps above",
+    )
     parser.add_argument("--worker", choices=ALGORITHMS, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -304,32 +359,48 @@ def main() -> None:
         if count <= 0 or count % steps_per_iteration(algorithm):
             parser.error(f"--{algorithm}-steps must be a positive multiple of {steps_per_iteration(algorithm)}")
     if args.worker:
-        print(json.dumps(podrace_sps(args.worker, args.seed, steps[args.worker])))
+        measure = podrace_time_to_level if args.time_to_level else podrace_sps
+        print(json.dumps(measure(args.worker, args.seed, steps[args.worker])))
         return
     if not args.rejax_python:
         parser.error("--rejax-python is required")
 
     rejax = [args.rejax_python, str(HERE / "rejax_baseline.py")]
-    podrace = [sys.executable, __file__, "--worker"]
+    podrace = [sys.executable, __file__, *(["--time-to-level"] if args.time_to_level else []), "--worker"]
+    measured = "seconds" if args.time_to_level else "sps"
     results: dict[str, dict[str, list[float]]] = {algorithm: {"podrace": [], "rejax": []} for algorithm in ALGORITHMS}
     print(f"jax {jax.__version__} on {jax.default_backend()}; seeds {args.seeds}; env steps per call {steps}")
     for seed in args.seeds:
         for algorithm in ALGORITHMS:
             seed_and_steps = ["--seed", str(seed), f"--{algorithm}-steps", str(steps[algorithm])]
             rejax_settings = rejax_flags({"seed": seed, "steps": steps[algorithm], **SETTINGS[algorithm]})
+            if args.time_to_level:
+                rejax_settings += rejax_flags(
+                    {
+                        "time_to_level": LEVELS[algorithm],
+                        "chunk_steps": CHUNK_STEPS[algorithm],
+                        "eval_episodes": EVAL_EPISODES,
+                    }
+                )
             for library, command in (
                 ("podrace", [*podrace, algorithm, *seed_and_steps]),
                 ("rejax", [*rejax, f"{algorithm}-sps", *rejax_settings]),
             ):
                 result = run_json(command)
-                results[algorithm][library].append(result["sps"])
+                results[algorithm][library].append(result[measured])
                 print(json.dumps(result))
 
-    ratios = {
-        algorithm: statistics.median(results[algorithm]["podrace"]) / statistics.median(results[algorithm]["rejax"])
-        for algorithm in ALGORITHMS
+    # podrace's speed over rejax's: steps per second, or the inverse of the seconds.
+    medians = {
+        algorithm: {library: statistics.median(values) for library, values in by_library.items()}
+        for algorithm, by_library in results.items()
     }
-    print(" ".join(f"ratio_{algorithm}_sps={ratio:.2f}" for algorithm, ratio in ratios.items()))
+    if args.time_to_level:
+        ratios = {algorithm: median["rejax"] / median["podrace"] for algorithm, median in medians.items()}
+        print(" ".join(f"ratio_{algorithm}_time_to_level={ratio:.2f}" for algorithm, ratio in ratios.items()))
+    else:
+        ratios = {algorithm: median["podrace"] / median["rejax"] for algorithm, median in medians.items()}
+        print(" ".join(f"ratio_{algorithm}_sps={ratio:.2f}" for algorithm, ratio in ratios.items()))
 
 
 if __name__ == "__main__":

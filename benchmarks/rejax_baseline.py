@@ -31,8 +31,11 @@ dqn-sps
 sac-sps, td3-sps, pqn-sps
     The same measurement for SAC and TD3 on Pendulum-v1 and PQN on CartPole-v1, every
     hyperparameter under rejax's own name (``--normalize-observations`` for SAC and TD3
-    as rejax's Pendulum configs; not for PQN, as its CartPole config). ``--max-grad-norm`` is rejax's: each
-    gradient element clipped to that value (``optax.clip``), not the global norm.
+    as rejax's Pendulum configs; not for PQN, as its CartPole config). ``--max-grad-norm``
+    is rejax's: each gradient element clipped to that value (``optax.clip``), not the
+    global norm. With ``--time-to-level R``, the seconds to a mean evaluation return of
+    ``R`` instead, from before the algorithm is built, training in compiled chunks of
+    ``--chunk-steps`` each followed by an evaluation (``time_to_level``).
 
 Each mode prints one JSON line with the result and every setting used.
 """
@@ -41,6 +44,7 @@ import argparse
 import json
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -186,9 +190,9 @@ def sac_sps(args: argparse.Namespace) -> dict[str, Any]:
         "normalize_observations": args.normalize_observations,
     }
     agent_kwargs = {"activation": args.activation}  # the actor's and the critics'
-    algo = without_evaluation(SAC, args, settings, agent_kwargs=dict(agent_kwargs))
+    build = lambda: without_evaluation(SAC, args, settings, agent_kwargs=dict(agent_kwargs))  # noqa: E731
     return {
-        **timed_training(algo, args),
+        **measure(build, args, steps_per_iteration=args.num_envs),
         "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
         "settings": {**settings, **agent_kwargs, "num_critics": 2, "log_std_range": [-10, 2]},
     }
@@ -204,11 +208,12 @@ def td3_sps(args: argparse.Namespace) -> dict[str, Any]:
         "normalize_observations": args.normalize_observations,
     }
     network_kwargs = {"activation": args.activation}
-    algo = without_evaluation(
+    build = lambda: without_evaluation(  # noqa: E731
         TD3, args, settings, actor_kwargs=dict(network_kwargs), critic_kwargs=dict(network_kwargs)
     )
     return {
-        **timed_training(algo, args),
+        # an iteration: `policy_delay` steps, each with a critic step, then an actor step
+        **measure(build, args, steps_per_iteration=args.num_envs * args.policy_delay),
         "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
         # rejax fixes both networks' hidden layers to (64, 64)
         "settings": {**settings, **network_kwargs, "num_critics": 2, "hidden_layer_sizes": [64, 64]},
@@ -230,11 +235,58 @@ def pqn_sps(args: argparse.Namespace) -> dict[str, Any]:
         "exploration_fraction": args.exploration_fraction,
         "normalize_observations": args.normalize_observations,
     }
-    algo = without_evaluation(PQN, args, settings)
+    build = lambda: without_evaluation(PQN, args, settings)  # noqa: E731
     return {
-        **timed_training(algo, args),
+        **measure(build, args, steps_per_iteration=args.num_envs * args.num_steps),
         # rejax fixes the Q-network: each hidden layer normalised, then relu
         "settings": {**settings, "hidden_layer_sizes": [64, 64], "layer_norm": True, "activation": "relu"},
+    }
+
+
+def measure(build: Callable[[], Any], args: argparse.Namespace, steps_per_iteration: int) -> dict[str, Any]:
+    """Steps per second of the algorithm `build` makes or, with `--time-to-level`, its time
+    to that level."""
+    if args.time_to_level is None:
+        return timed_training(build(), args)
+    return time_to_level(build, args, steps_per_iteration)
+
+
+def time_to_level(build: Callable[[], Any], args: argparse.Namespace, steps_per_iteration: int) -> dict[str, Any]:
+    """Seconds from before the algorithm is built to the first evaluation whose mean
+    return reaches `args.time_to_level`. Training runs in compiled chunks of
+    `--chunk-steps` environment steps, each followed by `--eval-episodes` episodes of
+    rejax's own acting function (`make_act`, rejax's `evaluate`); the run stops there or
+    after `--steps`, the length its schedules are set for."""
+    start = time.perf_counter()
+    algo = build()
+    iterations = args.chunk_steps // steps_per_iteration
+
+    @jax.jit
+    def train_chunk(ts: Any, rng: jax.Array) -> tuple[Any, jax.Array]:
+        ts = jax.lax.fori_loop(0, iterations, lambda _, ts: algo.train_iteration(ts), ts)
+        max_steps = algo.env_params.max_steps_in_episode
+        _, returns = evaluate(algo.make_act(ts), rng, algo.env, algo.env_params, args.eval_episodes, max_steps)
+        return ts, returns.mean()
+
+    ts = jax.tree.map(lambda x: jnp.asarray(x, x.dtype), jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed)))
+    history: list[tuple[int, float, float]] = []
+    mean_return, steps = -float("inf"), 0
+    while mean_return < args.time_to_level and steps < args.steps:
+        ts, mean_return = train_chunk(ts, jax.random.PRNGKey(steps))
+        mean_return, steps = float(mean_return), int(ts.global_step)
+        history.append((steps, round(time.perf_counter() - start, 3), mean_return))
+    return {
+        "mode": args.mode,
+        "library": "rejax",
+        "env": args.env,
+        "seed": args.seed,
+        "reached": mean_return >= args.time_to_level,
+        "seconds": round(time.perf_counter() - start, 3),
+        "env_steps": steps,
+        "level": args.time_to_level,
+        "history": history,
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
     }
 
 
@@ -364,7 +416,20 @@ def parse_args() -> argparse.Namespace:
     pqn.add_argument("--eps-start", type=float, default=1.0)
     pqn.add_argument("--eps-end", type=float, default=0.05)
     pqn.add_argument("--exploration-fraction", type=float, default=0.5, help="of --steps")
+    add_time_to_level_arguments(sac, td3, pqn)
     return parser.parse_args()
+
+
+def add_time_to_level_arguments(*parsers: argparse.ArgumentParser) -> None:
+    """`--time-to-level` and its chunks, for the SAC, TD3 and PQN modes."""
+    for parser in parsers:
+        parser.add_argument(
+            "--time-to-level",
+            type=float,
+            help="measure the seconds to this mean evaluation return instead (within --steps)",
+        )
+        parser.add_argument("--chunk-steps", type=int, default=1_000, help="env steps between evaluations")
+        parser.add_argument("--eval-episodes", type=int, default=16)
 
 
 MODES = {
