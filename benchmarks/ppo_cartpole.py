@@ -1,4 +1,4 @@
-"""PPO time to solve CartPole-v1 and DQN throughput: podrace against rejax at the same settings.
+"""PPO and DQN time to solve CartPole-v1, DQN throughput: podrace against rejax, same settings.
 
 rejax 0.1.3 needs gymnax < 1.0, so it runs in its own virtual environment (see
 `benchmarks/rejax_baseline.py` for the exact pip command) and is called here through
@@ -20,8 +20,11 @@ seed.
   1 -> 0.05 over 25 000 steps, a 64-64 swish Q-network. A warm-up call of 50 000 steps
   (compile included) is followed by a timed call of 50 000 more.
 
-Last line: `ratio_time_to_solve=X ratio_dqn_sps=Y` (rejax seconds / podrace seconds,
-medians over seeds; podrace sps / rejax sps, medians).
+- DQN, time to solve: as PPO's, at DQN's settings, the greedy policy evaluated (rejax:
+  its `make_act`), within 200 000 steps (epsilon's decay still over 25 000).
+
+Last line: `ratio_time_to_solve=X ratio_dqn_sps=Y ratio_dqn_time_to_solve=Z` (rejax
+seconds / podrace seconds, medians over seeds; podrace sps / rejax sps, medians).
 
 Usage:
 
@@ -51,6 +54,8 @@ CHUNK_STEPS = 5_000
 EVAL_EPISODES = 64
 MAX_ENV_STEPS = 500_000
 DQN_STEPS = 50_000
+DQN_EXPLORATION_STEPS = DQN_STEPS // 2
+DQN_MAX_STEPS = 200_000
 
 
 def actor_critic(key: jax.Array) -> pr.networks.ActorCriticNetwork:
@@ -75,14 +80,26 @@ def ppo_time_to_solve(seed: int) -> dict[str, Any]:
     optimizer = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(7.5e-4))
     learner = pr.Learner(network, pr.policies.Categorical(), loss, optimizer, num_epochs=5, num_minibatches=5)
     pipeline = pr.Anakin(env, learner, num_envs=5, rollout_length=100)
+    return time_to_solve(start, pipeline, pr.policies.Categorical(), seed, MAX_ENV_STEPS)
+
+
+def dqn_time_to_solve(seed: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    return time_to_solve(start, dqn_pipeline(seed, DQN_EXPLORATION_STEPS), pr.policies.Greedy(), seed, DQN_MAX_STEPS)
+
+
+def time_to_solve(
+    start: float, pipeline: pr.Anakin, policy: pr.policies.AbstractPolicy, seed: int, max_env_steps: int
+) -> dict[str, Any]:
+    """Trains `pipeline` in chunks of `CHUNK_STEPS`, each with an evaluation of `policy` in
+    the same compiled program, until a mean return of `THRESHOLD` or `max_env_steps`."""
     updates_per_chunk = CHUNK_STEPS // pipeline.frames_per_update
     state = pipeline.init(jax.random.key(seed))
     history = []
     mean_return, steps = 0.0, 0
-    while mean_return < THRESHOLD and steps < MAX_ENV_STEPS:
+    while mean_return < THRESHOLD and steps < max_env_steps:
         steps += updates_per_chunk * pipeline.frames_per_update
-        # The chunk and its evaluation in one compiled program.
-        evaluation = pr.Evaluation(pr.policies.Categorical(), num_episodes=EVAL_EPISODES, key=jax.random.key(steps))
+        evaluation = pr.Evaluation(policy, num_episodes=EVAL_EPISODES, key=jax.random.key(steps))
         result = pipeline.train(state, num_updates=updates_per_chunk, evaluation=evaluation)
         assert result.evaluation is not None
         state, mean_return = result.state, float(result.evaluation.mean_return)
@@ -97,7 +114,8 @@ def ppo_time_to_solve(seed: int) -> dict[str, Any]:
     }
 
 
-def dqn_sps(seed: int) -> dict[str, Any]:
+def dqn_pipeline(seed: int, exploration_steps: int) -> pr.Anakin:
+    """DQN at rejax's CartPole settings, epsilon decaying over `exploration_steps`."""
     env = pr.envs.cartpole_v1()
     torso_key, head_key = jax.random.split(jax.random.key(seed))
     network = pr.networks.FeedForwardNetwork(
@@ -108,7 +126,7 @@ def dqn_sps(seed: int) -> dict[str, Any]:
         network,
         pr.losses.QLearningLoss(discount=0.99, double=True),
         optax.chain(optax.clip_by_global_norm(10.0), optax.adam(1e-3)),
-        epsilon=optax.linear_schedule(1.0, 0.05, DQN_STEPS // 2),
+        epsilon=optax.linear_schedule(1.0, 0.05, exploration_steps),
         buffer_size=50_000,
         batch_size=100,
         min_replay_size=5_000,
@@ -116,7 +134,11 @@ def dqn_sps(seed: int) -> dict[str, Any]:
         target_update_period=5,
         tau=0.02,
     )
-    pipeline = pr.Anakin(env, learner, num_envs=10, rollout_length=1)
+    return pr.Anakin(env, learner, num_envs=10, rollout_length=1)
+
+
+def dqn_sps(seed: int) -> dict[str, Any]:
+    pipeline = dqn_pipeline(seed, DQN_EXPLORATION_STEPS)
     num_updates = DQN_STEPS // pipeline.frames_per_update
     start = time.perf_counter()
     state = jax.block_until_ready(pipeline.train(pipeline.init(jax.random.key(seed)), num_updates=num_updates).state)
@@ -133,15 +155,18 @@ def dqn_sps(seed: int) -> dict[str, Any]:
     }
 
 
+WORKERS = {"ppo": ppo_time_to_solve, "dqn": dqn_sps, "dqn-time": dqn_time_to_solve}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rejax-python", help="the python of the rejax benchmark environment")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--worker", choices=["ppo", "dqn"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(ppo_time_to_solve(args.seed) if args.worker == "ppo" else dqn_sps(args.seed)))
+        print(json.dumps(WORKERS[args.worker](args.seed)))
         return
     if not args.rejax_python:
         parser.error("--rejax-python is required")
@@ -151,7 +176,13 @@ def main() -> None:
     results: dict[str, dict[str, list[dict[str, Any]]]] = {
         "ppo": {"podrace": [], "rejax": []},
         "dqn": {"podrace": [], "rejax": []},
+        "dqn-time": {"podrace": [], "rejax": []},
     }
+    # rejax's DQN decays epsilon over a fraction of its run: the same steps as podrace's.
+    exploration_fraction = DQN_EXPLORATION_STEPS / DQN_MAX_STEPS
+    dqn_time_flags = ["--steps", str(DQN_MAX_STEPS), "--exploration-fraction", str(exploration_fraction)]
+    dqn_time_flags += ["--time-to-level", str(THRESHOLD), "--chunk-steps", str(CHUNK_STEPS)]
+    dqn_time_flags += ["--eval-episodes", str(EVAL_EPISODES)]
     print(f"jax {jax.__version__} on {jax.default_backend()}; seeds {args.seeds}")
     for seed in args.seeds:
         for library, command in (
@@ -171,13 +202,28 @@ def main() -> None:
             result = run_json(command)
             results["dqn"][library].append(result)
             print(f"dqn  {library:8s} seed {seed}: {result['sps']:10.0f} env steps/s")
+        for library, command in (
+            ("podrace", [*podrace, "dqn-time", "--seed", str(seed)]),
+            ("rejax", [*rejax, "dqn-sps", "--seed", str(seed), "--agent", "QNetwork", *dqn_time_flags]),
+        ):
+            result = run_json(command)
+            results["dqn-time"][library].append(result)
+            solved = result["solved"] if library == "podrace" else result["reached"]
+            print(
+                f"dqn  {library:8s} seed {seed}: {result['seconds']:7.2f} s to solve "
+                f"({result['env_steps']} env steps, solved={solved})"
+            )
 
     def median(mode: str, library: str, key: str) -> float:
         return statistics.median(result[key] for result in results[mode][library])
 
     time_ratio = median("ppo", "rejax", "seconds") / median("ppo", "podrace", "seconds")
     sps_ratio = median("dqn", "podrace", "sps") / median("dqn", "rejax", "sps")
-    print(f"ratio_time_to_solve={time_ratio:.2f} ratio_dqn_sps={sps_ratio:.2f}")
+    dqn_time_ratio = median("dqn-time", "rejax", "seconds") / median("dqn-time", "podrace", "seconds")
+    print(
+        f"ratio_time_to_solve={time_ratio:.2f} ratio_dqn_sps={sps_ratio:.2f} "
+        f"ratio_dqn_time_to_solve={dqn_time_ratio:.2f}"
+    )
 
 
 if __name__ == "__main__":

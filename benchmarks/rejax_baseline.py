@@ -27,7 +27,7 @@ dqn-sps
     Environment steps per second of rejax DQN training, evaluation disabled. A
     warm-up call trains ``--steps`` env steps from a fresh state (compile included,
     fills the replay buffer); the timed call trains ``--steps`` more steps from the
-    warm-up's state with the same compiled function.
+    warm-up's state with the same compiled function. ``--time-to-level`` as below.
 sac-sps, td3-sps, pqn-sps
     The same measurement for SAC and TD3 on Pendulum-v1 and PQN on CartPole-v1, every
     hyperparameter under rejax's own name (``--normalize-observations`` for SAC and TD3
@@ -175,9 +175,9 @@ def dqn_sps(args: argparse.Namespace) -> dict[str, Any]:
         "agent": args.agent,
     }
     agent_kwargs = {"activation": args.activation}  # rejax fixes hidden to (64, 64)
-    algo = without_evaluation(DQN, args, settings, agent_kwargs=dict(agent_kwargs))
+    build = lambda: without_evaluation(DQN, args, settings, agent_kwargs=dict(agent_kwargs))  # noqa: E731
     return {
-        **timed_training(algo, args),
+        **measure(build, args, steps_per_iteration=args.num_envs),
         "gradient_steps_per_env_step": args.num_epochs / args.num_envs,
         "settings": {**settings, **agent_kwargs, "hidden_layer_sizes": [64, 64]},
     }
@@ -416,12 +416,12 @@ def parse_args() -> argparse.Namespace:
     pqn.add_argument("--eps-start", type=float, default=1.0)
     pqn.add_argument("--eps-end", type=float, default=0.05)
     pqn.add_argument("--exploration-fraction", type=float, default=0.5, help="of --steps")
-    add_time_to_level_arguments(sac, td3, pqn)
+    add_time_to_level_arguments(dqn, sac, td3, pqn)
     return parser.parse_args()
 
 
 def add_time_to_level_arguments(*parsers: argparse.ArgumentParser) -> None:
-    """`--time-to-level` and its chunks, for the SAC, TD3 and PQN modes."""
+    """`--time-to-level` and its chunks, for the DQN, SAC, TD3 and PQN modes."""
     for parser in parsers:
         parser.add_argument(
             "--time-to-level",
