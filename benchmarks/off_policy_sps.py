@@ -75,6 +75,7 @@ from typing import Any
 import jax
 import optax
 from _compare import compilations, run_json
+from ppo_cartpole import time_to_solve
 
 import podrace as pr
 
@@ -298,28 +299,18 @@ def podrace_time_to_level(algorithm: str, seed: int, steps: int) -> dict[str, An
     start = time.perf_counter()
     network_key, run_key = jax.random.split(jax.random.key(seed))
     pipeline = build_pipeline(algorithm, network_key, steps)
-    updates_per_chunk = CHUNK_STEPS[algorithm] // pipeline.frames_per_update
-    state = pipeline.init(run_key)
-    history: list[tuple[int, float, float]] = []
-    mean_return, done = -float("inf"), 0
-    while mean_return < LEVELS[algorithm] and done < steps:
-        done += updates_per_chunk * pipeline.frames_per_update
-        policy = EVALUATION_POLICIES[algorithm]()
-        evaluation = pr.Evaluation(policy, num_episodes=EVAL_EPISODES, key=jax.random.key(done))
-        result = pipeline.train(state, num_updates=updates_per_chunk, evaluation=evaluation)
-        assert result.evaluation is not None
-        state, mean_return = result.state, float(result.evaluation.mean_return)
-        history.append((done, round(time.perf_counter() - start, 3), mean_return))
-    return {
-        "library": "podrace",
-        "algorithm": algorithm,
-        "seed": seed,
-        "reached": mean_return >= LEVELS[algorithm],
-        "seconds": round(time.perf_counter() - start, 3),
-        "env_steps": done,
-        "level": LEVELS[algorithm],
-        "history": history,
-    }
+    policy = EVALUATION_POLICIES[algorithm]()
+    result = time_to_solve(
+        start,
+        pipeline,
+        policy,
+        run_key,
+        steps,
+        threshold=LEVELS[algorithm],
+        chunk_steps=CHUNK_STEPS[algorithm],
+        eval_episodes=EVAL_EPISODES,
+    )
+    return {**result, "algorithm": algorithm, "seed": seed, "level": LEVELS[algorithm]}
 
 
 def rejax_flags(settings: dict[str, Any]) -> list[str]:

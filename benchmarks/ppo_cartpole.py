@@ -80,34 +80,46 @@ def ppo_time_to_solve(seed: int) -> dict[str, Any]:
     optimizer = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(7.5e-4))
     learner = pr.Learner(network, pr.policies.Categorical(), loss, optimizer, num_epochs=5, num_minibatches=5)
     pipeline = pr.Anakin(env, learner, num_envs=5, rollout_length=100)
-    return time_to_solve(start, pipeline, pr.policies.Categorical(), seed, MAX_ENV_STEPS)
+    result = time_to_solve(start, pipeline, pr.policies.Categorical(), jax.random.key(seed), MAX_ENV_STEPS)
+    return {**result, "seed": seed}
 
 
 def dqn_time_to_solve(seed: int) -> dict[str, Any]:
     start = time.perf_counter()
-    return time_to_solve(start, dqn_pipeline(seed, DQN_EXPLORATION_STEPS), pr.policies.Greedy(), seed, DQN_MAX_STEPS)
+    pipeline = dqn_pipeline(seed, DQN_EXPLORATION_STEPS)
+    result = time_to_solve(start, pipeline, pr.policies.Greedy(), jax.random.key(seed), DQN_MAX_STEPS)
+    return {**result, "seed": seed}
 
 
 def time_to_solve(
-    start: float, pipeline: pr.Anakin, policy: pr.policies.AbstractPolicy, seed: int, max_env_steps: int
+    start: float,
+    pipeline: pr.Anakin,
+    policy: pr.policies.AbstractPolicy,
+    key: jax.Array,
+    max_env_steps: int,
+    *,
+    threshold: float = THRESHOLD,
+    chunk_steps: int = CHUNK_STEPS,
+    eval_episodes: int = EVAL_EPISODES,
 ) -> dict[str, Any]:
-    """Trains `pipeline` in chunks of `CHUNK_STEPS`, each with an evaluation of `policy` in
-    the same compiled program, until a mean return of `THRESHOLD` or `max_env_steps`."""
-    updates_per_chunk = CHUNK_STEPS // pipeline.frames_per_update
-    state = pipeline.init(jax.random.key(seed))
+    """Trains `pipeline` from `pipeline.init(key)` in chunks of `chunk_steps`, each with an
+    evaluation of `policy` in the same compiled program, until a mean return of
+    `threshold` or `max_env_steps`; the seconds are counted from `start` (also
+    `off_policy_sps.py`'s measurement)."""
+    updates_per_chunk = chunk_steps // pipeline.frames_per_update
+    state = pipeline.init(key)
     history = []
-    mean_return, steps = 0.0, 0
-    while mean_return < THRESHOLD and steps < max_env_steps:
+    mean_return, steps = -float("inf"), 0
+    while mean_return < threshold and steps < max_env_steps:
         steps += updates_per_chunk * pipeline.frames_per_update
-        evaluation = pr.Evaluation(policy, num_episodes=EVAL_EPISODES, key=jax.random.key(steps))
+        evaluation = pr.Evaluation(policy, num_episodes=eval_episodes, key=jax.random.key(steps))
         result = pipeline.train(state, num_updates=updates_per_chunk, evaluation=evaluation)
         assert result.evaluation is not None
         state, mean_return = result.state, float(result.evaluation.mean_return)
         history.append((steps, round(time.perf_counter() - start, 3), mean_return))
     return {
         "library": "podrace",
-        "seed": seed,
-        "solved": mean_return >= THRESHOLD,
+        "solved": mean_return >= threshold,
         "seconds": round(time.perf_counter() - start, 3),
         "env_steps": steps,
         "history": history,
