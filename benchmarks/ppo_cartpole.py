@@ -220,10 +220,9 @@ def main() -> None:
         ):
             result = run_json(command)
             results["dqn-time"][library].append(result)
-            solved = result["solved"] if library == "podrace" else result["reached"]
             print(
                 f"dqn  {library:8s} seed {seed}: {result['seconds']:7.2f} s to solve "
-                f"({result['env_steps']} env steps, solved={solved})"
+                f"({result['env_steps']} env steps, solved={result['solved']})"
             )
 
     def median(mode: str, library: str, key: str) -> float:

@@ -243,6 +243,14 @@ def pqn_sps(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def initial_state(algo: Any, seed: int) -> Any:
+    """`algo`'s initial training state, strongly typed as training returns it: gymnax's
+    Pendulum starts with a weakly typed `last_u`, for which a later call would compile a
+    second program."""
+    ts = jax.jit(algo.init_state)(jax.random.PRNGKey(seed))
+    return jax.tree.map(lambda x: jnp.asarray(x, x.dtype), ts)
+
+
 def measure(build: Callable[[], Any], args: argparse.Namespace, steps_per_iteration: int) -> dict[str, Any]:
     """Steps per second of the algorithm `build` makes or, with `--time-to-level`, its time
     to that level."""
@@ -268,7 +276,7 @@ def time_to_level(build: Callable[[], Any], args: argparse.Namespace, steps_per_
         _, returns = evaluate(algo.make_act(ts), rng, algo.env, algo.env_params, args.eval_episodes, max_steps)
         return ts, returns.mean()
 
-    ts = jax.tree.map(lambda x: jnp.asarray(x, x.dtype), jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed)))
+    ts = initial_state(algo, args.seed)
     history: list[tuple[int, float, float]] = []
     mean_return, steps = -float("inf"), 0
     while mean_return < args.time_to_level and steps < args.steps:
@@ -280,7 +288,7 @@ def time_to_level(build: Callable[[], Any], args: argparse.Namespace, steps_per_
         "library": "rejax",
         "env": args.env,
         "seed": args.seed,
-        "reached": mean_return >= args.time_to_level,
+        "solved": mean_return >= args.time_to_level,
         "seconds": round(time.perf_counter() - start, 3),
         "env_steps": steps,
         "level": args.time_to_level,
@@ -294,10 +302,7 @@ def timed_training(algo: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Env steps per second of ``algo.train``: a warm-up call from a fresh state (compile
     included), then a timed call from the warm-up's state with the same compiled function."""
     train = jax.jit(lambda ts: algo.train(train_state=ts)[0])
-    ts = jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed))
-    # Strongly typed, as training returns it: gymnax's Pendulum starts with a weakly typed
-    # `last_u`, for which the timed call would compile a second program.
-    ts = jax.tree.map(lambda x: jnp.asarray(x, x.dtype), ts)
+    ts = initial_state(algo, args.seed)
 
     t0 = time.perf_counter()
     ts = jax.block_until_ready(train(ts))
