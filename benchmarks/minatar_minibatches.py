@@ -19,7 +19,7 @@ import numpy as np
 from jaxtyping import PRNGKeyArray
 
 import podrace as pr
-from podrace import recipes
+from podrace import recipes, reproduction
 
 
 @final
@@ -54,7 +54,7 @@ def main() -> None:
     shortened = eqx.tree_at(lambda s: s.num_train_steps, settings, args.env_steps)
     print(f"{recipe.name} at {args.env_steps:,} env steps, seeds 0-{args.seeds - 1}, {jax.devices()[0].platform}")
     for label, variant in (("single transitions", shortened), ("whole trajectories", WholeTrajectories(shortened))):
-        run = recipes.reproduce(dataclasses.replace(recipe, settings=variant), num_seeds=args.seeds, show=False)
+        run = reproduction.reproduce(dataclasses.replace(recipe, settings=variant), num_seeds=args.seeds, show=False)
         scores = ", ".join(f"{score:.1f}" for score in run.scores)
         last = np.nanmean(np.asarray(run.curves)[-1])
         print(

@@ -14,7 +14,7 @@ site. No number on them is typed by hand.
 
 import pathlib
 
-from podrace import recipes
+from podrace import recipes, reproduction
 
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -34,9 +34,14 @@ actions for gymnax-blines, the last 100 training episodes for CleanRL, the evalu
 episodes of the deterministic policy for RL Zoo and of the greedy one for purejaxql) and
 judges the mean: a recipe **reaches** the published result when the mean is at least
 the published value minus the larger of the published spread and a tenth of the
-distance from a uniformly random policy's return. The rule asks for at least 5 seeds.
-A recipe whose source publishes its settings but no result (purejaxql's PQN on MinAtar)
-has no verdict; `benchmarks/purejaxql_baseline.py` runs the source's own code beside it.
+distance from a uniformly random policy's return. The rule asks for at least 5 seeds:
+a verdict of fewer seeds (the command prints it with that caveat) gives its number of
+seeds beside it and counts as no verdict. A recipe whose source publishes its settings
+but no result (purejaxql's PQN on MinAtar) has no verdict;
+`benchmarks/purejaxql_baseline.py` runs the source's own code beside it. A recipe whose
+threshold is at or below the lowest return its task gives cannot fail its verdict (a
+published value that is a random policy's return, such as -200 on MountainCar-v0): its
+verdict says so, with the reason.
 
 This page is written by `docs/gen_reproductions.py` from the files that the command
 saved in `docs/reproductions/` (on a 2-core CPU) and `docs/reproductions/gpu/` (on one
@@ -62,10 +67,11 @@ def _published(recipe: recipes.Recipe) -> str:
     return f"{published.value:g}{spread} ({runs})"
 
 
-def _row(recipe: recipes.Recipe, runs: dict[str, recipes.Reproduction]) -> str:
+def _row(recipe: recipes.Recipe, runs: dict[str, reproduction.Reproduction]) -> str:
     cells = [f"`{recipe.name}`", recipe.settings.algorithm, recipe.env_id, _published(recipe)]
+    cannot_fail = f"cannot fail: {recipe.cannot_fail}" if recipe.cannot_fail else ""
     if not runs:
-        return "| " + " | ".join([*cells, "not measured yet", "", "", "", "", ""]) + " |"
+        return "| " + " | ".join([*cells, "not measured yet", "", "", cannot_fail, "", ""]) + " |"
     where, run = max(runs.items(), key=lambda item: len(item[1].seeds))
     if run.threshold is None:
         threshold, verdict = "", "no verdict"
@@ -74,13 +80,15 @@ def _row(recipe: recipes.Recipe, runs: dict[str, recipes.Reproduction]) -> str:
         verdict = "reaches" if run.reaches_published else "**below published**"
     if len(run.seeds) < 5:
         verdict += f" ({len(run.seeds)} seeds)"
+    if cannot_fail:
+        verdict += f" ({cannot_fail})"
     times = [f"{runs[name].wall_seconds:.0f} s" if name in runs else "" for name in PLATFORMS]
     cells += [f"{run.mean:.4g} ± {run.std:.2g}", f"{len(run.seeds)} ({where})", threshold, verdict, *times]
     return "| " + " | ".join(cells) + " |"
 
 
 def main() -> None:
-    measured = {where: recipes.load(RESULTS / folder) for where, folder in PLATFORMS.items()}
+    measured = {where: reproduction.load(RESULTS / folder) for where, folder in PLATFORMS.items()}
     runs = {
         name: {where: found[name] for where, found in measured.items() if name in found} for name in recipes.RECIPES
     }
@@ -102,7 +110,7 @@ def main() -> None:
         for where, run in runs[name].items():
             scores = ", ".join(f"{score:.4g}" for score in run.scores)
             figure = pathlib.Path(PLATFORMS[where]) / f"{name}.png"
-            recipes.plot_reproduction(run, RESULTS / figure)
+            reproduction.plot_reproduction(run, RESULTS / figure)
             lines += [
                 f"On the {where}: {run.mean:.4g} ± {run.std:.2g}; scores of seeds {', '.join(map(str, run.seeds))}: "
                 f"{scores}; a random policy: {run.random_return:.4g}; {run.wall_seconds:.0f} s on {run.platform}.",

@@ -29,7 +29,7 @@ parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
 
-class DrawnPendulum(pr.envs.AbstractWrapper):
+class DrawnPendulum(pr.envs.AbstractWrapper, pr.envs.AbstractRenderableEnv):
     """Draws the cart (its position on the rail) and the pole (its angle) of the wrapped
     inverted pendulum, whose observation starts with both."""
 

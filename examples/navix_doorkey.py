@@ -2,9 +2,9 @@
 
 A grid world of Navix (MiniGrid in JAX) through `podrace.envs.NavixEnv`: symbolic
 observations (object, colour and state of each cell), seven discrete actions, a return
-of 1 on reaching the goal (less the more steps it took) within 100 steps. Navix draws
-its grid in JAX, so the video of the trained policy is recorded in the same kind of
-compiled loop as training. Needs the `navix` extra.
+of 1 on reaching the goal within 100 steps and 0 otherwise. Navix draws its grid in
+JAX, so the video of the trained policy is recorded in the same kind of compiled loop
+as training. Needs the `navix` extra.
 
     python examples/navix_doorkey.py --num-updates 500
 """
@@ -50,7 +50,7 @@ pipeline = pr.Anakin(env, learner, num_envs=16, rollout_length=128)
 state, log = train_with_progress(pipeline, pipeline.init(run_key), num_updates=args.num_updates, updates_per_call=50)
 
 print(f"compile {log.compile_seconds:.2f} s, {log.frames_per_second:.3g} frames/s")
-print(f"mean episode return of the last updates: {log.mean_episode_return[-1]:.3f} (a random policy: about 0.09)")
+print(f"mean episode return of the last updates: {log.mean_episode_return[-1]:.3f} (a random policy: about 0.03)")
 print("saved", plot_learning_curve(log, "navix_doorkey.png", title="PPO on Navix DoorKey-5x5"))
 
 # PPO's own sampling policy: a greedy one can walk into a wall for ever.

@@ -17,16 +17,8 @@ import jax.numpy as jnp
 import optax
 
 from ._types import Box, CategoricalQValues, Discrete, QuantileQValues
-from ._validation import unknown_name
-from .envs import AbstractEnv, AutoReset, Catch, DeepSea, GymnaxEnv, RepeatFirst, cartpole_v1, pendulum_v1
-from .envs._packages import import_package
-from .envs.from_brax import brax_env, brax_ids
-from .envs.from_craftax import CraftaxEnv, craftax_ids
-from .envs.from_gymnax import gymnax_ids
-from .envs.from_jumanji import JumanjiEnv, jumanji_ids
-from .envs.from_navix import NavixEnv, navix_ids
-from .envs.from_playground import playground_env, playground_exclusions, playground_ids
-from .envs.from_xminigrid import XMiniGridEnv, xminigrid_ids
+from .envs import AbstractEnv, AutoReset
+from .envs.names import make_env
 from .executors.anakin import Anakin
 from .executors.normalization import RunningNormalization
 from .executors.pbt import PBT, Perturb, Resample
@@ -76,17 +68,6 @@ from .policies import (
     TanhGaussian,
 )
 
-
-BUILT_IN_ENVS: dict[str, Callable[[], AbstractEnv]] = {
-    "catch": Catch,
-    "cartpole": cartpole_v1,
-    "pendulum": pendulum_v1,
-    "deep-sea": DeepSea,
-    "repeat-first": RepeatFirst,
-}
-"""The built-in environments by name, each with its reference settings."""
-
-GYMNASIUM_PREFIX = "gymnasium:"
 
 CORES = ("gru", "lstm")
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
@@ -380,88 +361,6 @@ def used_settings(settings: Settings) -> dict[str, Any]:
 def default_settings(env: str, algo: str) -> Settings:
     """The settings `podrace train ENV ALGO` starts from."""
     return Settings(env=env, algo=algo, **TUNED.get((env, algo), {}))
-
-
-def _gymnasium_ids() -> list[str]:
-    return list(import_package("gymnasium", extra="gymnasium", owner="gymnasium:ID").envs.registry)
-
-
-@final
-@dataclasses.dataclass(frozen=True)
-class EnvSuite:
-    """A package of environments that the command line names as `PREFIX:ID`.
-
-    **Arguments:**
-
-    - `ids`: the package's registered ids (imports it; an `ImportError` naming the pip
-        command when it is missing).
-    - `make`: the JAX environment of an id; `None` for host environments, which run
-        through the host collector.
-    - `about`: what the ids are, for the help text.
-    - `exclusions`: the package's registered ids that podrace refuses, with the reason.
-    """
-
-    ids: Callable[[], list[str]]
-    make: Callable[[str], AbstractEnv] | None
-    about: str
-    exclusions: Callable[[], dict[str, str]] = dict
-
-
-ENV_SUITES: dict[str, EnvSuite] = {
-    "gymnax": EnvSuite(gymnax_ids, GymnaxEnv.make, "any gymnax id"),
-    "gymnasium": EnvSuite(_gymnasium_ids, None, "any Gymnasium id, acting on the host"),
-    "brax": EnvSuite(brax_ids, brax_env, "a Brax environment, truncated at 1000 steps"),
-    "playground": EnvSuite(
-        playground_ids,
-        playground_env,
-        "a DM Control Suite environment of MuJoCo Playground, truncated at 1000 steps",
-        playground_exclusions,
-    ),
-    "navix": EnvSuite(navix_ids, NavixEnv.make, "a Navix grid world"),
-    "jumanji": EnvSuite(jumanji_ids, JumanjiEnv.make, "a Jumanji environment, its observations flattened"),
-    "craftax": EnvSuite(craftax_ids, CraftaxEnv, "Craftax or Craftax-Classic"),
-    "xminigrid": EnvSuite(xminigrid_ids, XMiniGridEnv.make, "an XLand-MiniGrid environment"),
-}
-"""The packages whose environments the command line takes, by prefix."""
-
-
-def _suite_and_id(name: str) -> tuple[EnvSuite, str] | None:
-    prefix, separator, env_id = name.partition(":")
-    return (ENV_SUITES[prefix], env_id) if separator and prefix in ENV_SUITES else None
-
-
-def check_env_name(name: str) -> None:
-    """Raises `ValueError` with the nearest names unless the command line can build `name`."""
-    if name in BUILT_IN_ENVS:
-        return
-    if (found := _suite_and_id(name)) is None:
-        choices = [*BUILT_IN_ENVS, *(f"{prefix}:ID" for prefix in ENV_SUITES)]
-        raise ValueError(unknown_name("environment", name, choices))
-    suite, env_id = found
-    if reason := suite.exclusions().get(env_id):
-        raise ValueError(f"{name} is not available: {reason}.")
-    if env_id not in (ids := suite.ids()):
-        prefix = name.partition(":")[0]
-        raise ValueError(unknown_name(f"{prefix} environment", env_id, ids))
-
-
-def make_env(name: str) -> AbstractEnv:
-    """A JAX environment by the command line's name (a built-in one or `PREFIX:ID`)."""
-    check_env_name(name)
-    if name in BUILT_IN_ENVS:
-        return BUILT_IN_ENVS[name]()
-    found = _suite_and_id(name)
-    assert found is not None
-    suite, env_id = found
-    if suite.make is None:
-        raise ValueError(f"{name} is a host environment: it runs through the host collector, not as a JAX one.")
-    return suite.make(env_id)
-
-
-def env_names_help() -> str:
-    """What the ENV argument accepts."""
-    suites = ", ".join(f"{prefix}:ID ({suite.about})" for prefix, suite in ENV_SUITES.items())
-    return f"choose from {', '.join(BUILT_IN_ENVS)} or {suites}"
 
 
 def _optimizer(settings: Settings) -> optax.GradientTransformation:

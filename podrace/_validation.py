@@ -60,13 +60,27 @@ def check_non_negative(owner: str, name: str, value: ArrayLike) -> None:
         raise ValueError(f"{owner}: {name} must be non-negative, got {array}.")
 
 
-def check_optimizer_steps_are_finite(owner: str, name: str, optimizer: Any, params: PyTree[Array]) -> None:
+def check_optimizer_first_step(owner: str, name: str, optimizer: Any, params: PyTree[Array]) -> None:
     """Raises `ValueError` when the optax optimiser's first step along gradients of ones is
-    not finite (a learning rate of NaN or infinity, say), before a run rather than after
-    its first update. The step is taken eagerly on parameters of ones with the ranks and
-    dtypes of `params` and one element each, so that it costs the same small programs for
-    every network; an optimiser that cannot step on those is not checked, nor one that is
-    traced (built from a population member's hyperparameters)."""
+    not finite (a learning rate of NaN or infinity, say) or goes uphill (a negative
+    learning rate), before a run rather than after its first update.
+
+    The step is taken eagerly on parameters of ones with the ranks and dtypes of `params`
+    and one element each, so that it costs the same small programs for every network. It
+    goes uphill when, on some array, it has a positive inner product with the gradient it
+    was given: every optimiser that minimises (SGD, Adam, RMSProp, with or without
+    schedules, clipping or weight decay) steps against the gradient, and one of learning
+    rate 0 (a frozen part, or a schedule that starts at 0) does not step at all. An
+    optimiser that cannot step on those parameters is not checked, nor one that is traced
+    (built from a population member's hyperparameters).
+
+    **Arguments:**
+
+    - `owner`: how to name the learner in messages (`"SACLearner"`).
+    - `name`: the optimiser's argument (`"actor_optimizer"`).
+    - `optimizer`: the optax gradient transformation.
+    - `params`: the parameters it will update.
+    """
     ones = jax.tree.map(lambda leaf: jnp.ones((1,) * jnp.ndim(leaf), jnp.result_type(leaf)), params)
     try:
         updates, _ = optimizer.update(ones, optimizer.init(ones), ones)
@@ -74,10 +88,19 @@ def check_optimizer_steps_are_finite(owner: str, name: str, optimizer: Any, para
         return
     steps = [_concrete(leaf) for leaf in jax.tree.leaves(updates)]
     concrete = [step for step in steps if step is not None]
-    if len(concrete) == len(steps) and not all(np.all(np.isfinite(step)) for step in concrete):
+    if len(concrete) != len(steps):
+        return
+    if not all(np.all(np.isfinite(step)) for step in concrete):
         raise ValueError(
             f"{owner}: the {name}'s first step is not finite: give it finite hyperparameters (its learning rate, "
             "say, or the values of its schedules)."
+        )
+    # The inner product of each array's step with its gradient of ones.
+    if any(np.sum(np.real(step).astype(np.float64)) > 0 for step in concrete):
+        raise ValueError(
+            f"{owner}: the {name}'s first step goes uphill, along the gradient it was given: a learning rate "
+            "must be positive; optax minimises the loss, so give it a positive learning rate (optax.adam(3e-4), "
+            "not optax.adam(-3e-4)), and to maximise an objective negate the objective instead."
         )
 
 
@@ -85,6 +108,30 @@ def check_positive_int(owner: str, name: str, value: object) -> None:
     """Raises `ValueError` unless `value` is an `int` > 0 (a size or a count)."""
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}.")
+
+
+def check_replay_holds_batch(owner: str, buffer_size: int, batch_size: int) -> None:
+    """Raises `ValueError` when a replay buffer of `buffer_size` transitions holds fewer than
+    one batch of `batch_size`: each gradient step would draw the same few transitions again
+    and again.
+
+    `buffer_size` counts the transitions over all environments and devices and
+    `batch_size` those of one device's batch, so this is the bound for one device, the
+    least that any number of devices needs (each device holds its share of the buffer).
+
+    **Arguments:**
+
+    - `owner`: how to name the learner in messages (`"DQNLearner"`).
+    - `buffer_size`: the learner's `buffer_size` argument.
+    - `batch_size`: the learner's `batch_size` argument.
+    """
+    if buffer_size < batch_size:
+        raise ValueError(
+            f"{owner}: buffer_size={buffer_size} is smaller than batch_size={batch_size}: the replay buffer "
+            "holds fewer transitions than one batch draws, so every gradient step would draw the same "
+            "transitions again and again. Make buffer_size (transitions over all environments and devices) at "
+            "least batch_size (samples per device), usually many times it, or lower batch_size."
+        )
 
 
 # For a policy that cannot read a network's outputs: one that can, by the kind of output.

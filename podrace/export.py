@@ -21,10 +21,11 @@ import jax
 import numpy as np
 from jaxtyping import Array
 
+from ._types import AbstractActionValues, AbstractPolicyOutput, DeterministicAction
 from .envs._packages import import_package
 from .envs.normalization import NormalizeObservation
 from .networks import AbstractNetwork
-from .policies import AbstractPolicy, Deterministic, Greedy, Mode
+from .policies import AbstractDeterministicPolicy, AbstractPolicy
 
 
 FORMATS = ("onnx", "stablehlo")
@@ -53,21 +54,66 @@ class ExportedPolicy:
 
 
 def deterministic_action(policy: AbstractPolicy, output: Any) -> Array:
-    """The action of a deterministic policy for one network output, without building the
-    policy's distribution (whose log-probability the exported model has no use for): the
-    mode of a [`podrace.policies.Mode`][], the first highest-valued action of a
+    """The action of a deterministic policy ([`podrace.policies.AbstractDeterministicPolicy`][])
+    for one network output, without building the policy's distribution (whose
+    log-probability the exported model has no use for): the mode of a
+    [`podrace.policies.Mode`][], the first highest-valued action of a
     [`podrace.policies.Greedy`][], the actor's action of a [`podrace.policies.Deterministic`][].
 
     **Raises:**
 
     `ValueError` for any other policy, naming it.
     """
-    if isinstance(policy, Mode | Greedy | Deterministic):
-        return policy.action(output)
-    raise ValueError(
-        f"export_policy exports deterministic policies (Mode, Greedy, Deterministic), got {type(policy).__name__}: "
-        "export the deterministic counterpart of the policy the agent trained with."
+    if not isinstance(policy, AbstractDeterministicPolicy):
+        raise _not_deterministic(policy)
+    return policy.action(output)
+
+
+# The deterministic policy that reads what a stochastic one reads.
+_DETERMINISTIC_COUNTERPARTS = (
+    (AbstractActionValues, "Greedy"),
+    (AbstractPolicyOutput, "Mode"),
+    (DeterministicAction, "Deterministic"),
+)
+
+
+def _not_deterministic(policy: AbstractPolicy) -> ValueError:
+    """The refusal of a policy that samples, naming its deterministic counterpart."""
+    counterpart = next(
+        (name for kind, name in _DETERMINISTIC_COUNTERPARTS if issubclass(policy.input_type, kind)), None
     )
+    fix = (
+        f"export podrace.policies.{counterpart}(), which reads the same network outputs"
+        if counterpart is not None
+        else "export the deterministic counterpart of the policy the agent trained with"
+    )
+    return ValueError(
+        f"export needs a deterministic policy (Greedy, Mode or Deterministic); {type(policy).__name__} samples its "
+        f"actions (an exported model is a function of the observation alone): {fix}."
+    )
+
+
+def _check_observation_fits(
+    network: AbstractNetwork, observation: jax.ShapeDtypeStruct, normalization: NormalizeObservation | None
+) -> None:
+    """Raises `ValueError`, naming the observation's shape and dtype, unless the network (after
+    `normalization`) takes one observation of that spec."""
+
+    def act(observation: Array) -> Any:
+        if normalization is not None:
+            observation = normalization.normalize(observation)
+        return network(observation, network.initial_carry())
+
+    try:
+        jax.eval_shape(act, observation)
+    except Exception as error:
+        normalized = " once normalised with the given statistics" if normalization is not None else ""
+        raise ValueError(
+            f"export_policy: the observation spec does not fit the network: it gives observations of shape "
+            f"{observation.shape} and dtype {np.dtype(observation.dtype).name}, and the network fails on them"
+            f"{normalized} ({str(error).rstrip('.')}). Give the shape and dtype of one observation of the environment "
+            "the network was built for (jax.eval_shape(lambda: env.reset(key)[1].observation), say)."
+        ) from error
 
 
 def acting_function(
@@ -108,8 +154,9 @@ def export_policy(
     **Arguments:**
 
     - `network`: the network, with the parameters to act with.
-    - `policy`: a deterministic policy over its outputs ([`podrace.policies.Mode`][],
-        [`podrace.policies.Greedy`][] or [`podrace.policies.Deterministic`][]).
+    - `policy`: a deterministic policy over its outputs (a
+        [`podrace.policies.AbstractDeterministicPolicy`][]: [`podrace.policies.Mode`][],
+        [`podrace.policies.Greedy`][], [`podrace.policies.Deterministic`][] or one of yours).
     - `observation`: the shape and dtype of one observation (one array).
     - `path`: where to write the model; the description goes beside it, with `.json`
         added to its name.
@@ -120,9 +167,9 @@ def export_policy(
     **Raises:**
 
     `ValueError` for a policy that is not deterministic, a network that reads a structure
-    of observations (or the previous action and reward), an unknown format, or a part
-    that jax2onnx cannot convert (naming it); `ImportError` naming the pip command when
-    jax2onnx is missing.
+    of observations (or the previous action and reward) or cannot take `observation`
+    (naming its shape and dtype), an unknown format, or a part that jax2onnx cannot
+    convert (naming it); `ImportError` naming the pip command when jax2onnx is missing.
     """
     if format not in FORMATS:
         raise ValueError(f"Unknown export format {format!r}: choose from {', '.join(FORMATS)}.")
@@ -131,6 +178,9 @@ def export_policy(
             "export_policy exports networks that read one observation array; this one reads "
             + ("the previous action and reward too." if network.reads_previous_action_reward else f"{observation}.")
         )
+    if not isinstance(policy, AbstractDeterministicPolicy):
+        raise _not_deterministic(policy)
+    _check_observation_fits(network, observation, normalization)
     function, carry = acting_function(network, policy, normalization)
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,7 @@ def train_with_progress(
     start_update: int = 0,
     on_call: Callable[[int, AbstractTrainResult], None] | None = None,
 ) -> tuple[Any, TrainingLog]:
-    """Trains in calls of `updates_per_call` updates, reporting after each call.
+    """Trains `num_updates` updates in calls of `updates_per_call`, reporting after each call.
 
     After each call its metrics are copied to the host, reduced by the result's
     `summary` ([`podrace.loggers.summarize`][], and a [`podrace.PBT`][]'s
@@ -69,7 +69,8 @@ def train_with_progress(
         [`podrace.Anakin`][] pipeline, a [`podrace.Population`][] or a
         [`podrace.executors.host.HostPipeline`][].
     - `state`: its state (from `pipeline.init`).
-    - `num_updates`: total updates; rounded up to whole calls.
+    - `num_updates`: total updates: whole calls of `updates_per_call`, then the rest in
+        one shorter call.
     - `updates_per_call`: updates compiled into one call.
     - `show`: whether to draw a progress bar with the mean episode return and FPS
         (the mean over the members, for a population).
@@ -97,19 +98,21 @@ def train_with_progress(
         )
     if start_update < 0:
         raise ValueError(f"start_update must be non-negative, got {start_update}.")
-    num_calls = -(-num_updates // updates_per_call)
+    # Whole calls, then the rest in one shorter call (a program of its own).
+    call_sizes = [updates_per_call] * (num_updates // updates_per_call)
+    if num_updates % updates_per_call:
+        call_sizes.append(num_updates % updates_per_call)
     frames_per_update = pipeline.frames_per_update  # of each member
-    frames_per_call = pipeline.num_members * frames_per_update * updates_per_call
-    returns, durations = [], []
-    with tqdm(total=num_calls * updates_per_call, unit="update", disable=not show) as bar:
-        for call in range(1, num_calls + 1):
+    returns, durations, updates_done = [], [], start_update
+    with tqdm(total=num_updates, unit="update", disable=not show) as bar:
+        for call, size in enumerate(call_sizes, start=1):
             start = time.perf_counter()
-            result = pipeline.train(state, num_updates=updates_per_call)
+            result = pipeline.train(state, num_updates=size)
             jax.block_until_ready(result.metrics)
             durations.append(time.perf_counter() - start)
             state = result.state
-            fps = frames_per_call / durations[-1]
-            updates_done = start_update + call * updates_per_call
+            fps = pipeline.num_members * frames_per_update * size / durations[-1]
+            updates_done += size
             summary = {"frames": float(frames_per_update * updates_done), "frames_per_second": fps}
             summary |= result.summary()
             for sink in sinks:
@@ -117,20 +120,23 @@ def train_with_progress(
             if on_call is not None:
                 on_call(updates_done, result)
             if checkpointer is not None and (
-                call == num_calls or (checkpoint_every is not None and updates_done % checkpoint_every == 0)
+                call == len(call_sizes) or (checkpoint_every is not None and updates_done % checkpoint_every == 0)
             ):
                 checkpointer.save(updates_done, state, config=config)
             returns.append(np.asarray(result.metrics.mean_episode_return))
             completed = returns[-1][np.isfinite(returns[-1])]
             bar.set_postfix(mean_return=f"{completed.mean():.3f}" if completed.size else "-", fps=f"{fps:.3g}")
-            bar.update(updates_per_call)
+            bar.update(size)
     jax.block_until_ready(state)
-    steady = durations[1:] or durations
+    # The frame rate of the whole calls after the first, which compiled (as did a shorter last call).
+    full = [duration for duration, size in zip(durations, call_sizes, strict=True) if size == updates_per_call]
+    steady = full[1:] or durations[:1]
+    steady_sizes = [updates_per_call] * len(full[1:]) or call_sizes[:1]
     log = TrainingLog(
-        frames=frames_per_update * (start_update + updates_per_call * np.arange(1, num_calls + 1)),
+        frames=frames_per_update * (start_update + np.cumsum(call_sizes)),
         mean_episode_return=np.asarray(returns),
-        compile_seconds=durations[0] - (float(np.median(steady)) if len(durations) > 1 else 0.0),
-        frames_per_second=frames_per_call * len(steady) / sum(steady),
+        compile_seconds=durations[0] - (float(np.median(steady)) if len(full) > 1 else 0.0),
+        frames_per_second=pipeline.num_members * frames_per_update * sum(steady_sizes) / sum(steady),
     )
     return state, log
 

@@ -1,7 +1,7 @@
 """Videos of episodes: the frames of one episode played by an agent, written to GIF or MP4.
 
 [`podrace.video.record_episode`][] plays a JAX environment in one compiled program and
-draws each state with the environment's `render`;
+draws each state with [`podrace.envs.render`][];
 [`podrace.video.record_gymnasium_episode`][] collects a Gymnasium environment's
 `rgb_array` frames. [`podrace.video.write_video`][] writes frames with imageio.
 
@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Int, PRNGKeyArray, Shaped, UInt8
 from ._types import Box
 from ._validation import check_agent_fits, check_positive_int, network_observation_spec
 from .agent import Agent
-from .envs import AbstractEnv
+from .envs import AbstractEnv, render
 from .envs.gymnasium import import_gymnasium, space_from_gymnasium
 from .executors.actor import RlplayActor
 from .networks import AbstractNetwork
@@ -40,13 +40,13 @@ def record_episode(
     """Plays one episode of a JAX environment and draws each of its states.
 
     The episode runs in one compiled program: a `lax.scan` of `max_steps` steps that
-    acts as [`podrace.evaluate`][] does and calls `env.render` on every state; the
-    frames after the episode's last step are dropped.
+    acts as [`podrace.evaluate`][] does and draws every state
+    ([`podrace.envs.render`][]); the frames after the episode's last step are dropped.
 
     **Arguments:**
 
-    - `env`: a bare (not auto-resetting) [`podrace.envs.AbstractEnv`][] that implements
-        `render`.
+    - `env`: a bare (not auto-resetting) environment that draws, a
+        [`podrace.envs.AbstractRenderableEnv`][] (another raises `NotImplementedError`).
     - `network`: the network, with the parameters to act with.
     - `policy`: the policy over the network's outputs.
     - `key`: the policy's and the environment's randomness.
@@ -77,11 +77,11 @@ def _record_episode(
         policy_step, net_carry = agent(timestep.observation, net_carry, act_key)
         state, timestep = env.step(state, policy_step.action, step_key)
         # A step after the episode's last one is not part of it.
-        return (state, timestep, net_carry, ended | timestep.is_last), (env.render(state), ~ended)
+        return (state, timestep, net_carry, ended | timestep.is_last), (render(env, state), ~ended)
 
     init = (state, timestep, agent.initial_carry(), jnp.asarray(False))
     _, (frames, in_episode) = jax.lax.scan(step, init, jax.random.split(key, max_steps))
-    frames = jnp.concatenate([env.render(state)[None], frames])
+    frames = jnp.concatenate([render(env, state)[None], frames])
     return frames, 1 + jnp.sum(in_episode)
 
 

@@ -205,9 +205,6 @@ class Point(pr.envs.AbstractEnv[PointState]):
         reward = -jnp.abs(state.position[0])
         return state, pr.TimeStep.transition(state.position, reward, reward > -0.1)
 
-    def render(self, state: PointState) -> Array:
-        raise pr.envs.cannot_render(self)
-
 
 # Mostly the small pipeline's board: op-by-op (eager) runs then share compiled primitives.
 ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
@@ -834,6 +831,69 @@ def discrete_sac_learner(key: PRNGKeyArray) -> pr.learners.DiscreteSACLearner:
         min_replay_size=12,
         gradient_steps=2,
     )
+
+
+@final
+@dataclasses.dataclass(frozen=True)
+class ActorCriticLossCase:
+    """A loss of an off-policy actor-critic, tested on the networks of a learner of the registry.
+
+    `part` names the loss the learner holds (`critic`, `actor` or `temperature`);
+    `loss`, if given, replaces it.
+    """
+
+    learner: Callable[[PRNGKeyArray], Any]
+    part: str
+    loss: Callable[[], Any] | None = None
+
+    def setup(self, seed: int, batch_size: int) -> tuple[Any, pr.losses.Transitions]:
+        """The learner holding the loss, and a random batch of transitions for its environment."""
+        learner = self.learner(jax.random.key(seed))
+        if self.loss is not None:
+            learner = eqx.tree_at(lambda ac: getattr(ac, f"{self.part}_loss"), learner, self.loss())
+        continuous = isinstance(learner.critic, pr.networks.AbstractCritic)
+        shape = dict(observation_shape=POINT_OBS_SHAPE, action_size=1) if continuous else {}
+        return learner, pr.losses.one_step_transitions(random_trajectory(seed, 1, batch_size, **shape))
+
+    def params(self, learner: Any) -> Any:
+        """The arrays the loss is differentiated by."""
+        if self.part == "temperature":
+            return jnp.log(learner.initial_temperature)
+        return eqx.filter(getattr(learner, self.part), eqx.is_inexact_array)
+
+    def objective(self, learner: Any, transitions: pr.losses.Transitions, key: PRNGKeyArray) -> Callable[..., Any]:
+        """The loss as its learner calls it, a function of `params` to `(loss, terms)`."""
+        loss = getattr(learner, f"{self.part}_loss")
+        soft = isinstance(learner, pr.learners.AbstractSoftActorCriticLearner)
+        temperature = learner.initial_temperature if soft else None
+        if self.part == "temperature":
+            return lambda log_temperature: loss(log_temperature, jnp.asarray(0.3))
+        if self.part == "actor":
+            extra = dict(temperature=temperature, key=key) if soft else {}
+            return lambda params: loss(
+                pr.learners.with_params(learner.actor, params), transitions, critic=learner.critic, **extra
+            )
+        if soft:
+            targets = loss.targets(
+                transitions, actor=learner.actor, target_critic=learner.critic, temperature=temperature, key=key
+            )
+        else:
+            targets = loss.targets(transitions, target_actor=learner.actor, target_critic=learner.critic, key=key)
+        return lambda params: loss(pr.learners.with_params(learner.critic, params), transitions, targets)
+
+
+ACTOR_CRITIC_LOSSES: dict[str, ActorCriticLossCase] = {
+    "td3-critic": ActorCriticLossCase(td3_learner, "critic"),
+    "ddpg-critic": ActorCriticLossCase(
+        td3_learner, "critic", lambda: pr.losses.TD3CriticLoss(discount=0.9, target_noise=0.0)
+    ),
+    "deterministic-actor": ActorCriticLossCase(td3_learner, "actor"),
+    "sac-critic": ActorCriticLossCase(sac_learner, "critic"),
+    "sac-actor": ActorCriticLossCase(sac_learner, "actor"),
+    "temperature": ActorCriticLossCase(sac_learner, "temperature"),
+    "discrete-sac-critic": ActorCriticLossCase(discrete_sac_learner, "critic"),
+    "discrete-sac-actor": ActorCriticLossCase(discrete_sac_learner, "actor"),
+}
 
 
 @final

@@ -292,11 +292,19 @@ def test_evaluation_in_the_training_program_equals_evaluate_and_does_not_retrace
     assert TRACES.count == traces
     helpers.assert_trees_close(second.state, first.state, rtol=0, atol=0)
     network = pipeline.learner.network_at(first.state.learner)
+    helpers.assert_trees_close(pipeline.network_at(first.state), network, rtol=0, atol=0)
     for key, result in ((1, first), (2, second)):
         alone = pr.evaluate(
             pipeline.evaluation_env(), network, policy, num_episodes=5, key=jax.random.key(key), max_steps=20
         )
         helpers.assert_trees_close(result.evaluation, alone, rtol=0, atol=0)
+        # The pipeline's own evaluation plays the same episodes.
+        evaluation = pr.Evaluation(policy, num_episodes=5, key=jax.random.key(key), max_steps=20)
+        helpers.assert_trees_close(pipeline.evaluate(result.state, evaluation), alone, rtol=0, atol=0)
+    observation = pipeline.evaluation_env().reset(jax.random.key(0))[1].observation
+    assert pipeline.observation_spec == jax.ShapeDtypeStruct(observation.shape, observation.dtype)
+    with pytest.raises(ValueError, match="Anakin: there is no member 1"):
+        pipeline.network_at(first.state, 1)
     assert pipeline.train(state, num_updates=NUM_UPDATES).evaluation is None
     with pytest.raises(ValueError, match="num_episodes"):
         pr.Evaluation(policy, num_episodes=0, key=jax.random.key(0))

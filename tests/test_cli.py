@@ -15,6 +15,7 @@ import pytest
 import podrace as pr
 from podrace import _cli_tasks as tasks, cli
 from podrace.checkpoint import Checkpointer
+from podrace.envs.names import BUILT_IN_ENVS
 
 from . import helpers
 
@@ -43,7 +44,7 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
     assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
-@pytest.mark.parametrize("env", tasks.BUILT_IN_ENVS)
+@pytest.mark.parametrize("env", BUILT_IN_ENVS)
 @pytest.mark.parametrize("algo", tasks.ALGORITHMS)
 def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(env, algo):
     settings = tasks.default_settings(env, algo)
@@ -67,7 +68,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
     [
         # td-lambda, q-learning and a2c train in the tests below.
         *(["catch", algo] for algo in ("dqn", "reinforce", "ppo", "vtrace")),
-        *([env] for env in tasks.BUILT_IN_ENVS if env != "catch"),  # each with its default algorithm
+        *([env] for env in BUILT_IN_ENVS if env != "catch"),  # each with its default algorithm
         ["pendulum", "a2c"],
         ["pendulum", "sac"],
         ["catch", "sac", "--target-entropy", "0.5"],
@@ -283,9 +284,9 @@ def test_pbt_trains_resumes_writes_its_lineage_and_evaluates_by_seed(tmp_path, c
     assert cli.main([*argv[:3], "--num-updates", "3", *argv[5:], "--resume"]) == 0
     events = [json.loads(line) for line in (logs / "pbt_lineage.jsonl").read_text().splitlines()]
     assert [event["update"] for event in events] == [1, 2, 3]
-    _, population, _, step = cli._restore(directory, None)
-    rates = np.asarray(population.hyperparameters["learning_rate"])
-    assert step == 3
+    _, pbt, state, step = cli._restore(directory, None)
+    rates = np.asarray(state.hyperparameters["learning_rate"])
+    assert step == 3 and pbt.num_members == 4
     assert events[-1]["hyperparameters"]["learning_rate"] == pytest.approx(float(rates[events[-1]["member"]]))
     capsys.readouterr()
     assert cli.main(["evaluate", str(directory), "--num-episodes", "3", "--member", "3"]) == 0
@@ -439,9 +440,9 @@ def test_the_network_built_in_one_program_equals_the_eager_one(env, algo, change
 
 
 def test_reproduce_list_shows_every_recipe_with_its_published_and_measured_numbers(tmp_path, capsys):
-    from podrace import recipes
+    from podrace import recipes, reproduction
 
-    run = recipes.Reproduction(
+    run = reproduction.Reproduction(
         recipe="cleanrl-dqn-cartpole-v1",
         seeds=(0, 1, 2),
         scores=(500.0, 490.0, 480.0),
@@ -451,10 +452,14 @@ def test_reproduce_list_shows_every_recipe_with_its_published_and_measured_numbe
         wall_seconds=1.0,
         platform="test",
     )
-    recipes.save(run, tmp_path, plot=False)
+    reproduction.save(run, tmp_path, plot=False)
     assert cli.main(["reproduce", "--list", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 1 + len(recipes.RECIPES)
+    notes = [line.strip() for line in lines if "cannot fail its verdict" in line]
+    assert len(lines) == 1 + len(recipes.RECIPES) + len(notes)
+    assert len(notes) == sum(bool(recipe.cannot_fail) for recipe in recipes.RECIPES.values()) > 0
+    mountaincar = lines.index(next(line for line in lines if line.startswith("cleanrl-ppo-mountaincar-v0 ")))
+    assert "cannot fail its verdict" in lines[mountaincar + 1]
     dqn = next(line for line in lines if line.startswith("cleanrl-dqn-cartpole-v1 "))
     assert "498.38 ± 2.29" in dqn and "490 ± 8.2 (3 seeds)" in dqn
     breakout = next(line for line in lines if line.startswith("gymnax-ppo-breakout-minatar "))

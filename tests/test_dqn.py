@@ -184,11 +184,20 @@ def test_dqn_learner_update_is_jit_equal_to_eager():
         (dict(tau=1.5), r"tau must lie in \[0, 1\]"),
         (dict(epsilon=-0.1), r"epsilon must lie in \[0, 1\]"),
         (dict(loss=pr.losses.A2CLoss(discount=0.9)), r"A2CLoss is not a Q-value loss"),
+        (
+            dict(buffer_size=3, batch_size=4),
+            r"DQNLearner: buffer_size=3 is smaller than batch_size=4: the replay buffer holds fewer transitions "
+            r"than one batch draws.* Make buffer_size .* at least batch_size",
+        ),
     ],
 )
 def test_dqn_learner_rejects_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _dqn(jax.random.key(0), **kwargs)
+
+
+def test_dqn_learner_takes_a_buffer_that_holds_one_batch():
+    assert _dqn(jax.random.key(0), buffer_size=4, batch_size=4).replay.buffer_size == 4
 
 
 def test_dqn_learner_rejects_a_buffer_too_small_for_its_sequences():

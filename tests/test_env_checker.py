@@ -60,9 +60,6 @@ class AbstractWalk(pr.envs.AbstractEnv[WalkState]):
         state = WalkState(position, state.steps + jnp.int32(1))
         return state, pr.TimeStep.transition(position[None], -jnp.abs(position), jnp.abs(position) >= 2.0)
 
-    def render(self, state: WalkState) -> Array:
-        raise pr.envs.cannot_render(self)
-
 
 @final
 class Walk(AbstractWalk):
@@ -277,9 +274,6 @@ class LeakyAutoResetWalk(pr.envs.AbstractEnv[AutoResetWalkState]):
         walk, timestep = jax.tree.map(lambda r, m: jnp.where(state.is_last, r, m), self.walk.reset(key), moved)
         timestep = eqx.tree_at(lambda t: t.reward, timestep, moved[1].reward)
         return AutoResetWalkState(walk, timestep.is_last), timestep
-
-    def render(self, state: AutoResetWalkState) -> Array:
-        return self.walk.render(state.walk)
 
 
 # Each broken walk, the rule it breaks and what the error reports as found.

@@ -1,6 +1,7 @@
 """Environments: the shared contract, Catch against gymnax, wrappers and spaces."""
 
 import functools
+import typing
 import warnings
 
 import equinox as eqx
@@ -9,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 import podrace as pr
 
@@ -95,6 +97,62 @@ def test_env_step_traces_once(name):
         calls.append((env, state, action, jax.random.key(10 + seed)))
         state, _ = env.step(state, action, jax.random.key(seed))
     helpers.check_traced_once(STEP, *calls)
+
+
+# --------------------------------------------------------------------------------------
+# An environment as a user writes one: only what defines it.
+# --------------------------------------------------------------------------------------
+
+
+@typing.final
+class CorridorState(eqx.Module):
+    position: Int[Array, ""]
+
+
+@typing.final
+class Corridor(pr.envs.AbstractEnv[CorridorState]):
+    """The corridor of docs/environments.md with `reset`, `step` and its two spaces only."""
+
+    step_cost: Float[Array, ""]
+    length: int = eqx.field(static=True)
+
+    def __init__(self, step_cost=0.01, length=4):
+        self.step_cost = jnp.asarray(step_cost, jnp.float32)
+        self.length = length
+
+    @property
+    def observation_space(self) -> pr.Box:
+        return pr.Box(0.0, 1.0, (self.length,))
+
+    @property
+    def action_space(self) -> pr.Discrete:
+        return pr.Discrete(2)
+
+    def reset(self, key: PRNGKeyArray) -> tuple[CorridorState, pr.TimeStep]:
+        state = CorridorState(jax.random.randint(key, (), 0, self.length // 2, dtype=jnp.int32))
+        return state, pr.TimeStep.first(jax.nn.one_hot(state.position, self.length))
+
+    def step(self, state: CorridorState, action: Array, key: PRNGKeyArray) -> tuple[CorridorState, pr.TimeStep]:
+        del key
+        state = CorridorState(jnp.clip(state.position + 2 * action - 1, 0, self.length - 1).astype(jnp.int32))
+        terminated = state.position == self.length - 1
+        reward = jnp.where(terminated, 1.0, -self.step_cost)
+        return state, pr.TimeStep.transition(jax.nn.one_hot(state.position, self.length), reward, terminated)
+
+
+def test_an_environment_with_only_what_defines_it_runs_through_the_pipeline():
+    env = Corridor()
+    assert "auto-reset" in pr.envs.check_env(env, num_steps=40).passed  # raises on a broken rule
+    learner = helpers.make_learner(jax.random.key(0), observation_shape=(4,), num_actions=2)
+    pipeline = pr.Anakin(env, learner, num_envs=2, rollout_length=4)
+    result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2)
+    helpers.assert_all_finite(result.state.learner.params)
+    network = learner.network_at(result.state.learner)
+    evaluation = pr.evaluate(env, network, pr.policies.Greedy(), num_episodes=2, key=jax.random.key(2), max_steps=8)
+    assert evaluation.returns.shape == (2,)
+    # It does not draw, and saying so is podrace's job, not a method it writes.
+    with pytest.raises(NotImplementedError, match="Corridor does not draw its states"):
+        pr.envs.render(env, env.reset(jax.random.key(0))[0])
 
 
 def test_truncation_as_termination_ends_a_time_limit_without_bootstrap():

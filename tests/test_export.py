@@ -6,7 +6,7 @@ feed-forward discrete, a Gaussian and a GRU policy, with observations normalised
 import dataclasses
 import json
 import re
-from typing import Any
+from typing import Any, final
 
 import jax
 import jax.numpy as jnp
@@ -127,10 +127,6 @@ def test_observations_are_normalised_inside_the_model(tmp_path):
 def test_what_cannot_be_exported_is_refused_with_the_reason(tmp_path):
     network, _, observation_shape = _agent(*AGENTS["feed-forward discrete"])
     spec = jax.ShapeDtypeStruct(observation_shape, np.float32)
-    with pytest.raises(
-        ValueError, match=r"exports deterministic policies \(Mode, Greedy, Deterministic\), got Categorical"
-    ):
-        export_policy(network, pr.policies.Categorical(), spec, tmp_path / "p.onnx")
     with pytest.raises(ValueError, match=r"Unknown export format 'tflite': choose from onnx, stablehlo"):
         export_policy(network, pr.policies.Mode(), spec, tmp_path / "p.tflite", format="tflite")
     gru, _, _ = _agent(*AGENTS["gru"])
@@ -140,6 +136,82 @@ def test_what_cannot_be_exported_is_refused_with_the_reason(tmp_path):
     reader = pr.networks.RecurrentNetwork(gru.torso, core, gru.head, previous_action_reward=True)
     with pytest.raises(ValueError, match="reads the previous action and reward too"):
         export_policy(reader, pr.policies.Mode(), spec, tmp_path / "p.onnx")
+
+
+@pytest.mark.parametrize("format", export.FORMATS)
+@pytest.mark.parametrize(
+    ("policy", "counterpart"),
+    [
+        (pr.policies.Categorical(), "Mode"),
+        (pr.policies.Gaussian(), "Mode"),
+        (pr.policies.EpsilonGreedy(0.1), "Greedy"),
+        (pr.policies.GaussianNoise(0.1), "Deterministic"),
+    ],
+)
+def test_a_stochastic_policy_is_refused_as_podrace_s_own_rule(policy, counterpart, format, tmp_path):
+    network, _, observation_shape = _agent(*AGENTS["feed-forward discrete"])
+    spec = jax.ShapeDtypeStruct(observation_shape, np.float32)
+    with pytest.raises(ValueError) as error:
+        export_policy(network, policy, spec, tmp_path / f"p.{format}", format=format)
+    message = str(error.value)
+    assert message.startswith(
+        f"export needs a deterministic policy (Greedy, Mode or Deterministic); {type(policy).__name__} samples"
+    ), message
+    assert f"export podrace.policies.{counterpart}()" in message and "jax2onnx" not in message, message
+
+
+@final
+class _LeastLikely(pr.policies.AbstractDeterministicPolicy[pr.PolicyLogits]):
+    """A deterministic policy written outside podrace: the action of lowest logit."""
+
+    input_type = pr.PolicyLogits
+
+    def distribution(self, output):
+        return output.distribution()
+
+    def action(self, output):
+        return jnp.argmin(output.logits).astype(jnp.int32)
+
+    def check_action_space(self, action_space):
+        pr.policies.Mode().check_action_space(action_space)
+
+
+def test_any_deterministic_policy_is_exported(tmp_path):
+    network, _, observation_shape = _agent(*AGENTS["feed-forward discrete"])
+    spec = jax.ShapeDtypeStruct(observation_shape, np.float32)
+    exported = export_policy(network, _LeastLikely(), spec, tmp_path / "p.stablehlo", format="stablehlo")
+    inputs = _inputs(observation_shape, [], jax.random.key(8))
+    expected = _podrace_outputs(network, _LeastLikely(), inputs)
+    _assert_same(_run(exported, inputs), expected)
+    assert np.any(expected[0] != _podrace_outputs(network, pr.policies.Mode(), inputs)[0])
+
+
+@pytest.mark.parametrize("format", export.FORMATS)
+def test_an_observation_spec_the_network_cannot_take_is_named(format, tmp_path):
+    network, policy, _ = _agent(*AGENTS["feed-forward discrete"])  # CartPole: observations of shape (4,)
+    spec = jax.ShapeDtypeStruct((3,), np.int32)
+    with pytest.raises(ValueError) as error:
+        export_policy(network, policy, spec, tmp_path / f"p.{format}", format=format)
+    message = str(error.value)
+    assert message.startswith(
+        "export_policy: the observation spec does not fit the network: it gives observations of shape (3,) and "
+        "dtype int32, and the network fails on them"
+    ), message
+    assert "Give the shape and dtype of one observation" in message and "jax2onnx" not in message, message
+
+
+def test_a_member_of_a_checkpoint_of_one_agent_is_refused(tmp_path, capsys):
+    directory = tmp_path / "run"
+    run = ["train", "catch", "a2c", "--num-updates", "1", "--updates-per-call", "1", "--hidden", "8"]
+    run += ["--num-envs", "2", "--rollout-length", "4", "--checkpoint-dir", str(directory)]
+    assert cli.main([*run, "--output", str(tmp_path / "c.png")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "catch.stablehlo"
+    assert cli.main(["export", str(directory), "--format", "stablehlo", "--member", "3", "--out", str(out)]) == 2
+    assert "--member 3: the checkpoint holds one agent, not a population" in capsys.readouterr().err
+    assert not out.exists()
+    assert cli.main(["export", str(directory), "--format", "stablehlo", "--out", str(out)]) == 0
+    assert out.exists()
 
 
 def test_missing_jax2onnx_raises_an_install_hint(monkeypatch, tmp_path):
@@ -163,7 +235,7 @@ def test_the_command_line_exports_a_checkpoint(tmp_path, capsys):
         assert out.exists() and json.loads(out.with_name(out.name + ".json").read_text())["normalizes_observations"]
     # The member's own network and statistics: the model acts as `podrace evaluate` would.
     settings, pipeline, state, _ = cli._restore(directory, None)
-    env, network = cli._acting_parts(settings, pipeline, state, 1)
+    env, network = cli._acting_parts(pipeline, state, 1)
     inputs = _inputs((3,), [], jax.random.key(7))
     exported = export.ExportedPolicy(tmp_path / "pendulum.onnx", tmp_path / "pendulum.onnx.json")
     _assert_same(_run(exported, inputs), _podrace_outputs(network, tasks.evaluation_policy(settings), inputs, env))

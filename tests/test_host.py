@@ -225,12 +225,20 @@ def test_evaluate_on_host_gives_each_env_its_share():
     assert cut.returns.shape == (8,) and not bool(cut.completed.any())
 
 
-def test_evaluate_points_a_gymnasium_env_to_evaluate_on_host():
+@pytest.mark.parametrize("seed", [{}, {"seed": 0}], ids=["without-seed", "with-seed"])
+def test_evaluate_points_a_gymnasium_env_to_evaluate_on_host(seed):
+    # The earlier docs passed a Gymnasium environment's seed to evaluate: the same pointer.
     envs = _cartpole_vec(num_envs=2, max_episode_steps=MAX_EPISODE_STEPS)
     # Under the tests' type-checking import hook, the annotation refuses it first.
     evaluate = inspect.unwrap(pr.evaluate)
-    with pytest.raises(TypeError, match=r"podrace\.executors\.host\.evaluate_on_host"):
-        evaluate(envs, _greedy_network(), pr.policies.Greedy(), num_episodes=2, key=jax.random.key(0))
+    with pytest.raises(TypeError, match=r"got SyncVectorEnv; .* podrace\.executors\.host\.evaluate_on_host\.$"):
+        evaluate(envs, _greedy_network(), pr.policies.Greedy(), num_episodes=2, key=jax.random.key(0), **seed)
+
+
+def test_evaluate_refuses_a_seed_for_a_jax_env():
+    network = helpers.q_network(jax.random.key(0), observation_shape=(10, 5, 1), num_actions=3)
+    with pytest.raises(TypeError, match=r"takes no seed: Catch's randomness comes from key.*evaluate_on_host"):
+        pr.evaluate(pr.envs.Catch(), network, pr.policies.Greedy(), num_episodes=1, key=jax.random.key(0), seed=0)
 
 
 def test_evaluate_checks_the_agent_fits():
@@ -255,3 +263,32 @@ def test_the_host_pipeline_keeps_the_pipeline_contract():
     result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2)
     assert result.metrics.update.loss.shape == (2,) and int(result.state.num_updates) == 2
     collector.close()
+
+
+def test_the_host_pipeline_evaluates_in_its_environments_and_restarts_them():
+    learner = _learner(epsilon=0.0)
+    collector = GymnasiumCollector(_cartpole_vec(), learner, rollout_length=7, key=jax.random.key(0), seed=3)
+    pipeline = HostPipeline(learner, collector)
+    state = pipeline.init(jax.random.key(1))
+    collector.collect(learner.agent(state))  # episodes under way
+    evaluation = pr.Evaluation(pr.policies.Greedy(), num_episodes=6, key=jax.random.key(2), max_steps=50)
+    result = pipeline.evaluate(state, evaluation)
+    # The same episodes as evaluate_on_host in environments seeded and stepped as the collector's.
+    twin = _cartpole_vec()
+    twin_collector = GymnasiumCollector(twin, learner, rollout_length=7, key=jax.random.key(0), seed=3)
+    twin_collector.collect(learner.agent(state))
+    expected = evaluate_on_host(
+        twin, learner.network_at(state), pr.policies.Greedy(), num_episodes=6, key=jax.random.key(2), max_steps=50
+    )
+    helpers.assert_trees_close(result, expected, rtol=0, atol=0)
+    # The collector starts new episodes from the environments' reset, and learns on.
+    assert bool(np.all(collector.timestep.is_first))
+    trained = pipeline.train(state, num_updates=1)
+    assert int(trained.state.num_updates) == 1
+    assert pipeline.observation_spec == jax.ShapeDtypeStruct((4,), jnp.float32)
+    helpers.assert_trees_close(pipeline.network_at(state), learner.network_at(state), rtol=0, atol=0)
+    assert pipeline.evaluation_env(state) is None
+    with pytest.raises(ValueError, match="HostPipeline: there is no member 1"):
+        pipeline.network_at(state, 1)
+    collector.close()
+    twin_collector.close()

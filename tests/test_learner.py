@@ -226,6 +226,56 @@ def test_a_non_finite_learning_rate_is_refused_when_the_learner_is_built(build, 
         build(jax.random.key(0))
 
 
+def _sac_with_critic_optimizer(key, critic_optimizer):
+    actor_key, critic_key = jax.random.split(key)
+    actor = helpers.bounded_network(actor_key, pr.networks.TanhGaussianHead, helpers.POINT_OBS_SHAPE, 1)
+    critic = pr.networks.MLPCritic(helpers.POINT_OBS_SHAPE, 1, (8,), key=critic_key)
+    optimizers = (optax.adam(1e-3), critic_optimizer, optax.adam(1e-3))
+    return pr.learners.SACLearner(actor, critic, *optimizers, buffer_size=8, batch_size=4)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda key: helpers.make_learner(key, optimizer=optax.adam(-3e-4)), "Learner: the optimizer's"),
+        (helpers.dqn_learner, "DQNLearner: the optimizer's"),
+        (helpers.td3_learner, "TD3Learner: the actor_optimizer's"),
+        (helpers.sac_learner, "SACLearner: the actor_optimizer's"),
+        (helpers.discrete_sac_learner, "DiscreteSACLearner: the actor_optimizer's"),
+        (lambda key: _sac_with_critic_optimizer(key, optax.adam(-3e-4)), "SACLearner: the critic_optimizer's"),
+        (lambda key: _sac_with_temperature_optimizer(key, optax.sgd(-1e-3)), "SACLearner: the temperature_optimizer's"),
+        (
+            lambda key: helpers.make_learner(
+                key, optimizer=optax.chain(optax.clip_by_global_norm(0.5), optax.rmsprop(-1e-3))
+            ),
+            "Learner: the optimizer's",
+        ),
+    ],
+)
+def test_a_negative_learning_rate_is_refused_when_the_learner_is_built(build, message, monkeypatch):
+    monkeypatch.setattr(helpers, "ADAM", optax.adam(-3e-4))  # the optimiser of the registry's learners
+    with pytest.raises(
+        ValueError, match=f"{message} first step goes uphill.* a learning rate must be positive; optax minimises"
+    ):
+        build(jax.random.key(0))
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        optax.sgd(1e-2, momentum=0.9, nesterov=True),
+        optax.rmsprop(1e-3),
+        optax.adamw(1e-3, weight_decay=1e-2),
+        optax.chain(optax.clip_by_global_norm(0.5), optax.adam(1e-3)),
+        optax.adam(optax.linear_schedule(1e-3, 0.0, 100)),  # the command line's --anneal-learning-rate
+        optax.adam(optax.linear_schedule(0.0, 1e-3, 100)),  # a warm-up from 0
+        optax.adam(0.0),  # a frozen part
+    ],
+)
+def test_optimizers_that_descend_or_stand_still_are_accepted(optimizer):
+    assert isinstance(helpers.make_learner(jax.random.key(0), optimizer=optimizer), pr.Learner)
+
+
 def test_a_learning_rate_traced_in_a_population_is_not_checked():
     learners = eqx.filter_vmap(lambda rate: helpers.make_learner(jax.random.key(0), optimizer=optax.adam(rate)))(
         jnp.asarray([1e-3, jnp.nan])

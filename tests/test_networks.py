@@ -47,9 +47,70 @@ def _first(tree):
     return jax.tree.map(lambda x: x[0], tree)
 
 
-@pytest.mark.parametrize("name", helpers.NETWORKS)
+# Networks as a user writes them, with only what defines them; they keep the contract below
+# beside podrace's own.
+
+
+@final
+class LinearQNetwork(pr.networks.AbstractNetwork[pr.QValues]):
+    """Action values linear in the flattened observation: `output_type`, `num_actions` and
+    `__call__`, nothing else."""
+
+    linear: eqx.nn.Linear
+
+    def __init__(self, observation_shape: tuple[int, ...], num_actions: int, *, key: PRNGKeyArray):
+        self.linear = eqx.nn.Linear(math.prod(observation_shape), num_actions, key=key)
+
+    @property
+    def output_type(self):
+        return pr.QValues
+
+    @property
+    def num_actions(self):
+        return self.linear.out_features
+
+    def __call__(self, observation, carry):
+        return pr.QValues(self.linear(jnp.ravel(observation))), carry
+
+
+@final
+class DecayingMemoryQNetwork(pr.networks.AbstractRecurrentNetwork[pr.QValues]):
+    """A recurrent network that adds `initial_state` only: its carry is a decaying sum of the
+    flattened observations, and its action values are linear in the observation and the carry."""
+
+    linear: eqx.nn.Linear
+    size: int = eqx.field(static=True)
+
+    def __init__(self, observation_shape: tuple[int, ...], num_actions: int, *, key: PRNGKeyArray):
+        self.size = math.prod(observation_shape)
+        self.linear = eqx.nn.Linear(2 * self.size, num_actions, key=key)
+
+    @property
+    def output_type(self):
+        return pr.QValues
+
+    @property
+    def num_actions(self):
+        return self.linear.out_features
+
+    def initial_state(self):
+        return jnp.zeros(self.size)
+
+    def __call__(self, observation, carry):
+        carry = 0.5 * carry + jnp.ravel(observation)
+        return pr.QValues(self.linear(jnp.concatenate([jnp.ravel(observation), carry]))), carry
+
+
+USER_NETWORKS = {
+    "user-linear-q": lambda key: LinearQNetwork(helpers.OBS_SHAPE, helpers.NUM_ACTIONS, key=key),
+    "user-decaying-memory-q": lambda key: DecayingMemoryQNetwork(helpers.OBS_SHAPE, helpers.NUM_ACTIONS, key=key),
+}
+NETWORKS = {**helpers.NETWORKS, **USER_NETWORKS}
+
+
+@pytest.mark.parametrize("name", NETWORKS)
 def test_network_output_type_and_shapes(name):
-    network = helpers.NETWORKS[name](jax.random.key(0))
+    network = NETWORKS[name](jax.random.key(0))
     output, carry = APPLY(network, _first(_observations(network, 1, 1)))
     assert isinstance(output, network.output_type)
     assert isinstance(network, pr.networks.AbstractNetwork)
@@ -70,21 +131,21 @@ def test_network_output_type_and_shapes(name):
         assert np.all((output.action > -1.0) & (output.action < 2.0))
 
 
-@pytest.mark.parametrize("name", helpers.NETWORKS)
+@pytest.mark.parametrize("name", NETWORKS)
 def test_network_jit_equals_eager(name):
-    network = helpers.NETWORKS[name](jax.random.key(0))
+    network = NETWORKS[name](jax.random.key(0))
     helpers.check_jit_equals_eager(APPLY, network, _first(_observations(network, 2, 1)))
 
 
-@pytest.mark.parametrize("name", helpers.NETWORKS)
+@pytest.mark.parametrize("name", NETWORKS)
 def test_network_vmap_equals_loop(name):
-    network = helpers.NETWORKS[name](jax.random.key(0))
+    network = NETWORKS[name](jax.random.key(0))
     helpers.check_vmap_equals_loop(APPLY, APPLY_BATCH, (network,), (_observations(network, 3, 3),))
 
 
-@pytest.mark.parametrize("name", helpers.NETWORKS)
+@pytest.mark.parametrize("name", NETWORKS)
 def test_network_unroll_equals_step_by_step(name):
-    network = helpers.NETWORKS[name](jax.random.key(0))
+    network = NETWORKS[name](jax.random.key(0))
     observations = _observations(network, 4, 5)
     is_first = jnp.asarray([False, True, False, False, True])
     start = helpers.index(helpers.random_carry(network, 4, 1), 0)
@@ -99,16 +160,16 @@ def test_network_unroll_equals_step_by_step(name):
     helpers.assert_trees_close(carry, step_carry, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", helpers.NETWORKS)
+@pytest.mark.parametrize("name", NETWORKS)
 def test_network_init_is_deterministic_under_a_key(name):
-    factory = helpers.NETWORKS[name]
+    factory = NETWORKS[name]
     helpers.assert_trees_close(factory(jax.random.key(5)), factory(jax.random.key(5)), rtol=0, atol=0)
     helpers.assert_trees_differ(factory(jax.random.key(5)), factory(jax.random.key(6)))
 
 
-@pytest.mark.parametrize("name", helpers.NETWORKS)
+@pytest.mark.parametrize("name", NETWORKS)
 def test_network_gradients_are_finite_and_reach_every_layer(name):
-    network = helpers.NETWORKS[name](jax.random.key(0))
+    network = NETWORKS[name](jax.random.key(0))
     # From a random carry: from zeros, a recurrent core's hidden-to-hidden weights get no gradient.
     carry = _first(helpers.random_carry(network, 7, 1))
     grads = GRADS(network, _first(_observations(network, 7, 1)), carry)
@@ -120,9 +181,9 @@ def test_network_gradients_are_finite_and_reach_every_layer(name):
     assert all(float(jnp.max(jnp.abs(leaf))) > 0 for leaf in leaves if leaf.ndim == 2)
 
 
-@pytest.mark.parametrize("name", helpers.NETWORKS)
+@pytest.mark.parametrize("name", NETWORKS)
 def test_network_traces_once(name):
-    networks = [helpers.NETWORKS[name](jax.random.key(seed)) for seed in range(3)]
+    networks = [NETWORKS[name](jax.random.key(seed)) for seed in range(3)]
     calls = [(network, _first(_observations(network, 10 + seed, 1))) for seed, network in enumerate(networks)]
     helpers.check_traced_once(APPLY, *calls)
 
@@ -758,3 +819,80 @@ def test_mlp_torso_takes_integer_observations_as_floats():
     torso = pr.networks.MLPTorso((5, 5, 3), (8,), key=jax.random.key(0))
     symbols = jax.random.randint(jax.random.key(1), (5, 5, 3), 0, 11).astype(jnp.uint8)
     np.testing.assert_array_equal(torso(symbols), torso(symbols.astype(jnp.float32)))
+
+
+# --------------------------------------------------------------------------------------
+# What a network opts into, and what it has without.
+# --------------------------------------------------------------------------------------
+
+
+def test_a_network_with_only_what_defines_it_has_no_carry_and_reads_plain_observations():
+    network = LinearQNetwork(helpers.OBS_SHAPE, helpers.NUM_ACTIONS, key=jax.random.key(0))
+    assert network.initial_carry() == () and network.reset_carry((), jnp.asarray(True)) == ()
+    assert not network.reads_previous_action_reward
+    observations = _observations(network, 1, 4)
+    outputs, carry = UNROLL(network, observations, (), jnp.asarray([True, False, True, False]))
+    assert carry == ()
+    helpers.assert_trees_close(outputs, jax.vmap(lambda o: network(o, ())[0])(observations), rtol=0, atol=0)
+
+
+def test_a_recurrent_network_of_a_user_starts_from_its_initial_state_and_unrolls_step_by_step():
+    network = DecayingMemoryQNetwork(helpers.OBS_SHAPE, helpers.NUM_ACTIONS, key=jax.random.key(0))
+    assert isinstance(network, pr.networks.AbstractRecurrentNetwork)
+    assert not isinstance(network, pr.networks.AbstractSequenceNetwork) and not network.reads_previous_action_reward
+    np.testing.assert_array_equal(network.initial_carry(), np.zeros(math.prod(helpers.OBS_SHAPE)))
+    observations, is_first = _observations(network, 2, 5), jnp.asarray([False, True, False, False, True])
+    start = jnp.ones(network.size)
+    helpers.assert_trees_close(
+        UNROLL(network, observations, start, is_first),
+        pr.networks.unroll_step_by_step(network, observations, start, is_first),
+        rtol=0,
+        atol=0,
+    )
+
+
+@pytest.mark.parametrize("name", USER_NETWORKS)
+def test_a_network_of_a_user_learns_in_anakin_and_evaluates(name):
+    env = pr.envs.Catch(rows=helpers.CATCH_ROWS, columns=helpers.CATCH_COLUMNS)
+    network = USER_NETWORKS[name](jax.random.key(0))
+    loss = pr.losses.TDLambdaQLoss(discount=0.99, lambda_=0.9)
+    learner = pr.Learner(network, pr.policies.EpsilonGreedy(0.1), loss, optax.adam(1e-2))
+    pipeline = pr.Anakin(env, learner, num_envs=2, rollout_length=4)
+    state = pipeline.init(jax.random.key(1))
+    result = pipeline.train(state, num_updates=3)
+    helpers.assert_all_finite(result.metrics.update)
+    helpers.assert_trees_differ(result.state.learner.params, state.learner.params)
+    # Each environment's carry, kept across rollouts: `()` without a carry.
+    expected = jax.tree.map(lambda c: (2, *c.shape), jax.eval_shape(network.initial_carry))
+    assert jax.tree.map(jnp.shape, result.state.envs.carry) == expected
+    trained = learner.network_at(result.state.learner)
+    evaluation = pr.evaluate(env, trained, pr.policies.Greedy(), num_episodes=2, key=jax.random.key(2))
+    assert bool(evaluation.completed.all())
+
+
+def test_the_built_in_networks_opt_into_what_they_use():
+    feed_forward, actor_critic = (
+        helpers.NETWORKS["mlp-q"](jax.random.key(0)),
+        helpers.NETWORKS["separate-actor-critic"](jax.random.key(0)),
+    )
+    for network in (feed_forward, actor_critic):
+        assert not isinstance(
+            network,
+            pr.networks.AbstractRecurrentNetwork
+            | pr.networks.AbstractSequenceNetwork
+            | pr.networks.AbstractActionRewardNetwork,
+        )
+    for name, reads in [("gru-actor-critic", False), ("lstm-logits-previous-action-reward", True)]:
+        network = helpers.NETWORKS[name](jax.random.key(0))
+        assert isinstance(network, pr.networks.AbstractRecurrentNetwork)
+        assert isinstance(network, pr.networks.AbstractSequenceNetwork)
+        assert network.reads_previous_action_reward is reads and network.previous_action_reward is reads
+        # Its unroll is its own (the torso and the head over all time steps at once).
+        observations, is_first = _observations(network, 3, 4), jnp.asarray([True, False, False, True])
+        carry = network.initial_carry()
+        helpers.assert_trees_close(
+            UNROLL(network, observations, carry, is_first),
+            network.unroll_sequence(observations, carry, is_first),
+            rtol=0,
+            atol=0,
+        )

@@ -216,6 +216,21 @@ def test_pbt_keeps_the_pipeline_contract():
     assert log.mean_episode_return.shape == (2, SIZE) and int(state.update) == 4
 
 
+def test_pbt_evaluates_each_member_with_the_hyperparameters_it_reached():
+    pbt = _pbt(interval=1)
+    state = pbt.train(pbt.init(jax.random.key(0)), num_updates=3).state
+    reached = pbt.population_at(state)
+    assert not np.allclose(reached.hyperparameters["learning_rate"], pbt.population.hyperparameters["learning_rate"])
+    evaluation = pr.Evaluation(pr.policies.Greedy(), num_episodes=3, key=jax.random.key(1), max_steps=20)
+    _assert_equal(pbt.evaluate(state, evaluation), reached.evaluate(state.members, evaluation))
+    assert pbt.observation_spec == pbt.population.observation_spec
+    for member in range(SIZE):
+        _assert_equal(pbt.network_at(state, member), reached.network_at(state.members, member))
+        assert pbt.evaluation_env(state, member) is not None
+    with pytest.raises(ValueError, match=f"PBT: there is no member {SIZE}"):
+        pbt.network_at(state, SIZE)
+
+
 # --------------------------------------------------------------------------------------
 # Bad input
 # --------------------------------------------------------------------------------------

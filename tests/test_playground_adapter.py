@@ -148,8 +148,8 @@ def test_spaces_and_the_refusals_of_the_constructor():
     assert np.all(np.isneginf(observations.low)) and np.all(np.isposinf(observations.high))
     assert actions.shape == (1,) and actions.dtype == jnp.float32
     assert np.all(np.asarray(actions.low) == -1) and np.all(np.asarray(actions.high) == 1)
-    with pytest.raises(NotImplementedError, match="MuJoCo's renderer on the host"):
-        adapter.render(adapter.reset(jax.random.key(0))[0])
+    with pytest.raises(NotImplementedError, match="PlaygroundEnv does not draw its states"):
+        pr.envs.render(adapter, adapter.reset(jax.random.key(0))[0])
     wrapped = playground.wrapper.wrap_for_brax_training(adapter.env, episode_length=10)
     with pytest.raises(ValueError, match="without Playground's training wrappers"):
         PlaygroundEnv(wrapped)

@@ -1,5 +1,7 @@
 """Policies: the shared contract, sampling frequencies, argument checks."""
 
+import typing
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -389,3 +391,80 @@ def test_random_first_steps_follow_their_schedule():
         acting = policy.at(jnp.asarray(step))
         actions = jax.vmap(lambda key, acting=acting: acting(output, key).action)(keys)
         np.testing.assert_allclose(np.std(actions), spread, rtol=0.05)
+
+
+# --------------------------------------------------------------------------------------
+# Capabilities: choosing without randomness, parameters on schedules.
+# --------------------------------------------------------------------------------------
+
+SCHEDULED = {
+    "epsilon-greedy",
+    "epsilon-greedy-quantiles",
+    "tanh-gaussian",
+    "gaussian-noise",
+    "gaussian-noise-random-actions",
+    "tanh-gaussian-random-actions",
+}
+
+
+@pytest.mark.parametrize("name", helpers.POLICIES)
+def test_the_policies_that_choose_without_randomness_are_deterministic_policies(name):
+    policy = _policy(name)
+    assert isinstance(policy, pr.policies.AbstractDeterministicPolicy) == (name in DETERMINISTIC)
+    assert isinstance(policy, pr.policies.AbstractScheduledPolicy) == (name in SCHEDULED)
+    if isinstance(policy, pr.policies.AbstractDeterministicPolicy):
+        output = _output(name, 9)
+        step = ACT(policy, output, jax.random.key(10))
+        helpers.assert_trees_close(step.action, policy.action(output), rtol=0, atol=0)
+        np.testing.assert_allclose(step.log_prob, policy.distribution(output).log_prob(step.action), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULED))
+def test_a_scheduled_policy_without_schedules_acts_as_built(name):
+    policy = _policy(name)
+    assert policy.at(jnp.asarray(1_000)) is policy
+
+
+def test_each_schedule_moves_its_own_parameter():
+    policy = pr.policies.GaussianNoise(optax.linear_schedule(0.5, 0.1, 100), 0.25)
+    acting = policy.at(jnp.asarray(50))
+    assert isinstance(acting, pr.policies.GaussianNoise)
+    np.testing.assert_allclose(acting.std, 0.3, rtol=1e-6)
+    assert float(acting.random_action_probability) == 0.25
+    assert float(policy.std) == 0.5  # the policy as built starts from the schedule's first value
+    probability = pr.policies.TanhGaussian(optax.linear_schedule(1.0, 0.0, 10)).at(jnp.asarray(5))
+    assert isinstance(probability, pr.policies.TanhGaussian)
+    np.testing.assert_allclose(probability.random_action_probability, 0.5, rtol=1e-6)
+
+
+@typing.final
+class _LinearGreedy(pr.policies.AbstractScheduledPolicy[pr.QValues]):
+    """A user's scheduled policy: its epsilon falls from 1 to 0 over `horizon` steps."""
+
+    epsilon: jax.Array
+    horizon: int = eqx.field(static=True)
+    exploration_schedule: str = eqx.field(static=True, default="linear")  # a name, not a schedule to call
+    input_type = pr.QValues
+
+    def scheduled_at(self, step):
+        epsilon = jnp.clip(1 - step / self.horizon, 0.0, 1.0).astype(jnp.float32)
+        return eqx.tree_at(lambda policy: policy.epsilon, self, epsilon)
+
+    def distribution(self, output):
+        return pr.policies.EpsilonGreedy(self.epsilon).distribution(output)
+
+    def __call__(self, output, key):
+        return pr.policies.EpsilonGreedy(self.epsilon)(output, key)
+
+    def check_action_space(self, action_space):
+        pr.policies.EpsilonGreedy(self.epsilon).check_action_space(action_space)
+
+
+def test_a_policy_declares_its_schedules_through_scheduled_at():
+    policy = _LinearGreedy(jnp.asarray(1.0), 10)
+    acting = policy.at(jnp.asarray(4))
+    np.testing.assert_allclose(acting.epsilon, 0.6, rtol=1e-6)
+    assert acting.exploration_schedule == "linear"
+    # A policy of none of the capabilities is its own acting policy at every step.
+    categorical = pr.policies.Categorical()
+    assert categorical.at(jnp.asarray(4)) is categorical

@@ -189,3 +189,27 @@ def test_a_population_keeps_the_pipeline_contract():
     assert population.frames_per_update == member.num_envs * member.rollout_length == 18
     assert (member.num_members, member.num_devices) == (1, jax.device_count())
     assert member.frames_per_update == jax.device_count() * 18
+
+
+def test_a_population_gives_each_member_s_network_environment_and_evaluation():
+    # What the command line's evaluate and export take of any pipeline, member by member.
+    population = pr.Population(_catch_member, _catch_hyperparameters())
+    state = population.train(population.init(jax.random.key(3)), num_updates=NUM_UPDATES).state
+    evaluation = pr.Evaluation(pr.policies.Greedy(), num_episodes=4, key=jax.random.key(4), max_steps=20)
+    together = population.evaluate(state, evaluation)
+    assert together.returns.shape == (SIZE, 4)
+    env = pr.envs.Catch(rows=helpers.CATCH_ROWS, columns=helpers.CATCH_COLUMNS)
+    assert population.observation_spec == jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+    for i in (0, SIZE - 1):
+        member, member_state = population.member(i), jax.tree.map(lambda x, i=i: x[i], state)
+        network = population.network_at(state, i)
+        helpers.assert_trees_close(network, member.learner.network_at(member_state.learner), rtol=0, atol=0)
+        assert isinstance(population.evaluation_env(state, i), pr.envs.Catch)
+        alone = member.evaluate(member_state, evaluation)
+        assert alone.returns.shape == (4,)
+        helpers.assert_trees_close(helpers.index(together, i), alone, rtol=0, atol=0)
+    for pipeline, member in ((population, SIZE), (population.member(0), 1), (population, -1)):
+        with pytest.raises(ValueError, match=f"there is no member {member}"):
+            pipeline.network_at(state, member)
+        with pytest.raises(ValueError, match=f"there is no member {member}"):
+            pipeline.evaluation_env(state, member)

@@ -177,9 +177,6 @@ class AnyProbe(pr.envs.AbstractEnv[pr.envs.ProbeState]):
     ) -> tuple[pr.envs.ProbeState, pr.TimeStep]:
         return jax.lax.switch(self.index, [probe.step for probe in PROBES], state, action, key)
 
-    def render(self, state: pr.envs.ProbeState) -> Array:
-        raise pr.envs.cannot_render(self)
-
 
 NUM_SEEDS = 10
 NUM_ENVS = 16

@@ -213,6 +213,11 @@ def test_gradient_workers_update_as_computed_by_hand():
         assert isinstance(pipeline, pr.executors.pipeline.AbstractPipeline)
         assert pipeline.frames_per_update == NUM_ACTORS * NUM_ENVS * ROLLOUT
         averaged = pipeline.train(summed.state, num_updates=1)
+        # Evaluation, on the driver, in one actor's environments seeded as the first actor's.
+        evaluation = pr.Evaluation(pr.policies.Mode(), num_episodes=3, key=jax.random.key(2), max_steps=20)
+        evaluated = pipeline.evaluate(averaged.state, evaluation)
+        assert pipeline.observation_spec == jax.ShapeDtypeStruct((4,), jnp.float32)
+        assert pipeline.evaluation_env(averaged.state) is None
 
     collectors = _in_process_collectors(learner)
     state = learner.init(jax.random.key(0))
@@ -238,6 +243,19 @@ def test_gradient_workers_update_as_computed_by_hand():
     helpers.assert_trees_close(summed.state.params, state.params, rtol=1e-5, atol=1e-6)
     helpers.assert_trees_close(summed.state.opt_state, state.opt_state, rtol=1e-5, atol=1e-9)
     assert int(summed.state.num_updates) == 2
+
+    make_env = functools.partial(gymnasium.make, "CartPole-v1", max_episode_steps=MAX_EPISODE_STEPS)
+    network = learner.network_with(averaged.state.params)
+    expected = evaluate_on_host(
+        gymnasium.vector.SyncVectorEnv([make_env] * NUM_ENVS),
+        network,
+        pr.policies.Mode(),
+        num_episodes=3,
+        key=jax.random.key(2),
+        max_steps=20,
+        seed=SEED,
+    )
+    helpers.assert_trees_close(evaluated, expected, rtol=0, atol=0)
 
     # The mean of equal batches' gradients: the learner's own update on all envs together.
     trajectories = [collector.collect(learner.agent(state))[0] for collector in collectors]

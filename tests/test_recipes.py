@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import recipes
+from podrace import recipes, reproduction
 
 
 def _member(recipe: recipes.Recipe) -> pr.Anakin:
     """The recipe's pipeline, its parameters as shapes (no compilation); the environment a
-    constant, as in `recipes.reproduce` (a bounded head reads its action bounds)."""
+    constant, as in `reproduction.reproduce` (a bounded head reads its action bounds)."""
     env = recipe.env()
     return eqx.filter_eval_shape(lambda key: recipe.settings.pipeline(env, key), jax.random.key(0))
 
@@ -170,15 +170,15 @@ def test_a_recipe_with_nothing_published_has_no_verdict(tmp_path):
     run = _reproduction([90.0, 100.0], 0.5, recipe="purejaxql-pqn-breakout-minatar")
     assert run.threshold is None and run.reaches_published is None
     assert run.to_json()["reaches_published"] is None
-    paths = recipes.save(run, tmp_path, plot=True)  # a curve with no published line
-    assert recipes.load(tmp_path)[run.recipe].scores == run.scores and paths[1].is_file()
+    paths = reproduction.save(run, tmp_path, plot=True)  # a curve with no published line
+    assert reproduction.load(tmp_path)[run.recipe].scores == run.scores and paths[1].is_file()
 
 
 def test_recipes_train_in_about_twenty_calls_with_a_shorter_last_one_where_no_divisor_fits():
-    assert recipes._call_sizes(976) == [61] * 16  # CleanRL's 500k steps: one compiled program
-    assert recipes._call_sizes(1220) == [61] * 20
-    assert recipes._call_sizes(2441) == [123] * 19 + [104]  # purejaxql's MinAtar run: 2441 is prime
-    assert recipes._call_sizes(7) == [1] * 7
+    assert reproduction._call_sizes(976) == [61] * 16  # CleanRL's 500k steps: one compiled program
+    assert reproduction._call_sizes(1220) == [61] * 20
+    assert reproduction._call_sizes(2441) == [123] * 19 + [104]  # purejaxql's MinAtar run: 2441 is prime
+    assert reproduction._call_sizes(7) == [1] * 7
 
 
 def test_cleanrl_dqn_recipe_builds_its_dqn():
@@ -204,8 +204,8 @@ def test_find_recipe_names_the_nearest_recipes():
         recipes.find_recipe("gymnax-ppo-cartpole")
 
 
-def _reproduction(scores, random_return, recipe="cleanrl-ppo-cartpole-v1") -> recipes.Reproduction:
-    return recipes.Reproduction(
+def _reproduction(scores, random_return, recipe="cleanrl-ppo-cartpole-v1") -> reproduction.Reproduction:
+    return reproduction.Reproduction(
         recipe=recipe,
         seeds=tuple(range(len(scores))),
         scores=tuple(scores),
@@ -232,9 +232,9 @@ def test_the_verdict_allows_the_larger_of_the_spread_and_a_tenth_of_the_distance
 
 def test_reproductions_save_and_load_as_they_were(tmp_path):
     run = _reproduction([450.0, 446.0, 444.0], 22.0)
-    paths = recipes.save(run, tmp_path, plot=True)
+    paths = reproduction.save(run, tmp_path, plot=True)
     assert [path.name for path in paths] == ["cleanrl-ppo-cartpole-v1.json", "cleanrl-ppo-cartpole-v1.png"]
-    loaded = recipes.load(tmp_path)["cleanrl-ppo-cartpole-v1"]
+    loaded = reproduction.load(tmp_path)["cleanrl-ppo-cartpole-v1"]
     assert dataclasses.astuple(loaded)[:3] == dataclasses.astuple(run)[:3]
     assert loaded.curves[0] == run.curves[0] and math.isnan(loaded.curves[1][0])
     assert loaded.reaches_published == run.reaches_published
@@ -243,9 +243,9 @@ def test_reproductions_save_and_load_as_they_were(tmp_path):
 def test_the_training_measure_reads_the_last_updates_holding_enough_episodes():
     sums = np.asarray([10.0, 0.0, 30.0, 20.0])
     counts = np.asarray([5, 0, 3, 2])
-    assert recipes._last_episodes_mean(sums, counts, 2) == 10.0  # the last update holds 2
-    assert recipes._last_episodes_mean(sums, counts, 4) == 50.0 / 5  # the last two hold 5
-    assert recipes._last_episodes_mean(sums, counts, 100) == 60.0 / 10  # every update
+    assert reproduction._last_episodes_mean(sums, counts, 2) == 10.0  # the last update holds 2
+    assert reproduction._last_episodes_mean(sums, counts, 4) == 50.0 / 5  # the last two hold 5
+    assert reproduction._last_episodes_mean(sums, counts, 100) == 60.0 / 10  # every update
 
 
 # --------------------------------------------------------------------------------------
@@ -335,6 +335,6 @@ SLOW_RECIPES = [
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SLOW_RECIPES)
 def test_recipe_reaches_its_published_result(name):
-    run = recipes.reproduce(recipes.RECIPES[name], num_seeds=3, show=False)
+    run = reproduction.reproduce(recipes.RECIPES[name], num_seeds=3, show=False)
     print(f"{name}: {run.mean:.4g} ± {run.std:.2g} (threshold {run.threshold:.4g}), scores {run.scores}")
     assert run.reaches_published, (run.scores, run.threshold)

@@ -1,6 +1,7 @@
-"""Pictures of environment states (`render`) and videos of episodes (`podrace.video`)."""
+"""Pictures of environment states (`podrace.envs.render`) and videos of episodes (`podrace.video`)."""
 
 import sys
+from typing import final
 
 import gymnasium
 import imageio.v3 as iio
@@ -8,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import Array
 
 import podrace as pr
 from podrace import video
@@ -16,7 +18,7 @@ from . import helpers
 
 
 def _render(env, state):
-    return env.render(state)
+    return pr.envs.render(env, state)
 
 
 RENDER = helpers.Compiled(_render)
@@ -40,14 +42,14 @@ def _centre(mask: np.ndarray) -> tuple[float, float]:
 
 
 NUM_STEPS = 6
-# Environments that do not draw, and the start of the error that says so.
-GYMNAX_ERROR = "GymnaxEnv does not implement `render`: gymnax draws"
+# Environments that do not draw, and the start of the error that says so (a wrapper's
+# names the environment it wraps).
 NOT_RENDERED = {
-    "point": "Point does not implement `render`",
-    "gymnax-cartpole": GYMNAX_ERROR,
-    "gymnax-catch": GYMNAX_ERROR,
-    "auto-reset-observation-reward-probe": "ObservationRewardProbe does not implement `render`",
-    "auto-reset-observation-action-reward-probe": "ObservationActionRewardProbe does not implement `render`",
+    "point": "Point does not draw its states",
+    "gymnax-cartpole": "GymnaxEnv does not draw its states",
+    "gymnax-catch": "GymnaxEnv does not draw its states",
+    "auto-reset-observation-reward-probe": "ObservationRewardProbe does not draw its states",
+    "auto-reset-observation-action-reward-probe": "ObservationActionRewardProbe does not draw its states",
 }
 RENDERED = [name for name in helpers.ENVS if name not in NOT_RENDERED]
 
@@ -60,10 +62,10 @@ def _render_run(env, key):
     def step(state, key):
         action_key, step_key = jax.random.split(key)
         state, _ = env.step(state, env.action_space.sample(action_key), step_key)
-        return state, env.render(state)
+        return state, pr.envs.render(env, state)
 
     _, frames = jax.lax.scan(step, state, jax.random.split(key, NUM_STEPS))
-    return jnp.concatenate([env.render(state)[None], frames])
+    return jnp.concatenate([pr.envs.render(env, state)[None], frames])
 
 
 RENDER_RUN = helpers.Compiled(_render_run)
@@ -84,7 +86,57 @@ def test_render_of_an_environment_without_pictures_says_so(name):
     env = helpers.ENVS[name]()
     state, _ = env.reset(jax.random.key(0))
     with pytest.raises(NotImplementedError, match=NOT_RENDERED[name]):
-        env.render(state)
+        pr.envs.render(env, state)
+
+
+def test_an_environment_that_does_not_opt_in_is_refused_with_the_way_to_draw():
+    # Point, as a user writes one, has only reset, step and its spaces.
+    env = helpers.Point()
+    assert not isinstance(env, pr.envs.AbstractRenderableEnv)
+    state, _ = env.reset(jax.random.key(0))
+    with pytest.raises(NotImplementedError, match=r"subclasses podrace\.envs\.AbstractRenderableEnv"):
+        pr.envs.render(env, state)
+    # A wrapper draws what it wraps, so drawing through it names the environment inside.
+    wrapped = pr.envs.AutoReset(pr.envs.TimeLimit(env, max_episode_steps=3))
+    with pytest.raises(NotImplementedError, match=r"^Point does not draw its states"):
+        pr.envs.render(wrapped, wrapped.reset(jax.random.key(0))[0])
+
+
+@final
+class Lamp(pr.envs.AbstractRenderableEnv[Array]):
+    """A user's environment that draws: the action switches a lamp off (0) or on (1)."""
+
+    @property
+    def observation_space(self) -> pr.Box:
+        return pr.Box(0.0, 1.0, (1,))
+
+    @property
+    def action_space(self) -> pr.Discrete:
+        return pr.Discrete(2)
+
+    def reset(self, key):
+        del key
+        state = jnp.zeros((), jnp.int32)
+        return state, pr.TimeStep.first(state.astype(jnp.float32)[None])
+
+    def step(self, state, action, key):
+        del state, key
+        state = jnp.asarray(action, jnp.int32)
+        return state, pr.TimeStep.transition(state.astype(jnp.float32)[None], state, False)
+
+    def render(self, state):
+        return jnp.full((2, 3, 3), 255 * state, jnp.uint8)
+
+
+def test_an_environment_that_opts_in_draws_bare_and_wrapped():
+    env = Lamp()
+    state, _ = env.reset(jax.random.key(0))
+    on, _ = env.step(state, jnp.asarray(1, jnp.int32), jax.random.key(1))
+    np.testing.assert_array_equal(RENDER(env, state), np.zeros((2, 3, 3), np.uint8))
+    np.testing.assert_array_equal(RENDER(env, on), np.full((2, 3, 3), 255, np.uint8))
+    wrapped = pr.envs.AutoReset(pr.envs.PreviousActionReward(env))
+    wrapped_on, _ = wrapped.step(wrapped.reset(jax.random.key(0))[0], jnp.asarray(1, jnp.int32), jax.random.key(1))
+    np.testing.assert_array_equal(RENDER(wrapped, wrapped_on), RENDER(env, on))
 
 
 # --------------------------------------------------------------------------------------
@@ -222,6 +274,13 @@ def test_record_episode_checks_that_the_agent_fits():
     network = helpers.q_network(jax.random.key(0), num_actions=2)
     with pytest.raises(ValueError, match="num_actions=3"):
         video.record_episode(CATCH, network, pr.policies.Greedy(), key=jax.random.key(0))
+
+
+def test_record_episode_of_an_environment_that_does_not_draw_says_so():
+    env = pr.envs.RepeatFirst(num_symbols=2, delay=1)
+    network = helpers.q_network(jax.random.key(0), env.observation_space.shape, env.action_space.num_values)
+    with pytest.raises(NotImplementedError, match="RepeatFirst does not draw its states"):
+        video.record_episode(env, network, pr.policies.Greedy(), key=jax.random.key(0))
 
 
 def _catch_frames():

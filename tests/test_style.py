@@ -118,7 +118,23 @@ def test_the_override_rule_finds_an_override():
     assert offence.endswith(
         "Concrete.helper overrides test_the_override_rule_finds_an_override.<locals>.AbstractBase.helper"
     )
-    assert _concrete_overrides(AbstractBase) == []  # implementing the abstract `render` etc. is allowed
+    assert _concrete_overrides(AbstractBase) == []  # a new method is no override
+
+
+# The rule must not tax the user: the base a user writes a part against asks for what
+# defines the part; a capability (drawing, a carry, a faster unroll) is a base of its own.
+@pytest.mark.parametrize(
+    ("base", "defining"),
+    [
+        (pr.envs.AbstractEnv, {"reset", "step", "observation_space", "action_space"}),
+        (pr.envs.AbstractRenderableEnv, {"reset", "step", "observation_space", "action_space", "render"}),
+        (pr.networks.AbstractNetwork, {"output_type", "num_actions", "__call__"}),
+        (pr.networks.AbstractRecurrentNetwork, {"output_type", "num_actions", "__call__", "initial_state"}),
+    ],
+    ids=lambda x: x.__name__ if isinstance(x, type) else "",
+)
+def test_a_family_base_asks_only_for_what_defines_its_members(base, defining):
+    assert set(base.__abstractmethods__) == defining
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))

@@ -1,6 +1,6 @@
 """Environments: the abstract interface, built-in JAX environments and wrappers."""
 
-from ._base import AbstractEnv as AbstractEnv, cannot_render as cannot_render
+from ._base import AbstractEnv as AbstractEnv, AbstractRenderableEnv as AbstractRenderableEnv, render as render
 from .cartpole import CartPole as CartPole, CartPoleState as CartPoleState, cartpole_v1 as cartpole_v1
 from .catch import Catch as Catch, CatchState as CatchState
 from .checker import EnvCheckError as EnvCheckError, EnvCheckReport as EnvCheckReport, check_env as check_env
@@ -37,9 +37,10 @@ from .wrappers import (
 
 __all__ = [
     "AbstractEnv",
+    "AbstractRenderableEnv",
+    "render",
     "BraxEnv",
     "brax_env",
-    "cannot_render",
     "check_env",
     "EnvCheckError",
     "EnvCheckReport",

@@ -20,9 +20,10 @@ class AbstractEnv(eqx.Module, Generic[StateT]):
     Episodes end on a step whose time step has `is_last` set. Stepping past that is
     undefined for a bare environment: wrap it in [`podrace.envs.AutoReset`][].
 
-    An environment may also draw its states as RGB pictures (`render`), for videos of
-    episodes ([`podrace.video.record_episode`][]); wrappers draw the state of the
-    environment they wrap.
+    An environment is defined by `reset`, `step`, `observation_space` and
+    `action_space`: a subclass implements those four. One that also draws its states as
+    RGB pictures, for videos of episodes ([`podrace.video.record_episode`][]), subclasses
+    [`podrace.envs.AbstractRenderableEnv`][] instead.
     """
 
     @abc.abstractmethod
@@ -63,12 +64,22 @@ class AbstractEnv(eqx.Module, Generic[StateT]):
     def action_space(self) -> AbstractSpace:
         """The space of actions."""
 
+
+class AbstractRenderableEnv(AbstractEnv[StateT], Generic[StateT]):
+    """An environment that draws its states as RGB pictures, in JAX.
+
+    A subclass implements `render` beside what defines every
+    [`podrace.envs.AbstractEnv`][]. Callers draw through [`podrace.envs.render`][], which
+    refuses an environment that does not draw. The wrappers of podrace are renderable
+    environments that draw the state of the environment they wrap, so drawing through
+    them raises where the wrapped environment does not draw.
+    """
+
     @abc.abstractmethod
     def render(self, state: StateT) -> UInt8[Array, "height width 3"]:
         """Draws a state as an RGB picture, in JAX (so `jit`, `vmap` and `scan` take it).
 
-        The picture's shape is fixed for an environment. An environment that does not
-        draw raises `NotImplementedError` (`raise cannot_render(self)`).
+        The picture's shape is fixed for an environment.
 
         **Arguments:**
 
@@ -80,10 +91,28 @@ class AbstractEnv(eqx.Module, Generic[StateT]):
         """
 
 
-def cannot_render(env: AbstractEnv) -> NotImplementedError:
-    """The error an environment that does not draw raises from `render`:
-    `def render(self, state): raise cannot_render(self)`."""
-    return NotImplementedError(
-        f"{type(env).__name__} does not implement `render`: implement `render(self, state)` to draw its "
-        "states as uint8 (height, width, 3) pictures."
+def render(env: AbstractEnv[StateT], state: StateT) -> UInt8[Array, "height width 3"]:
+    """Draws a state of `env` as an RGB picture, in JAX: `env.render(state)` for an
+    [`podrace.envs.AbstractRenderableEnv`][].
+
+    **Arguments:**
+
+    - `env`: the environment.
+    - `state`: one (unbatched) state of it.
+
+    **Returns:**
+
+    The picture, `uint8` of shape `(height, width, 3)`.
+
+    **Raises:**
+
+    `NotImplementedError`, naming the environment, if it does not draw (it is not an
+    `AbstractRenderableEnv`, or it wraps one that is not).
+    """
+    if isinstance(env, AbstractRenderableEnv):
+        return env.render(state)
+    raise NotImplementedError(
+        f"{type(env).__name__} does not draw its states: an environment that draws subclasses "
+        "podrace.envs.AbstractRenderableEnv and implements render(self, state), returning a uint8 "
+        "(height, width, 3) picture in JAX."
     )

@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, UInt8
 
 from .._types import Box, Discrete, TimeStep
 from .._validation import as_float_array
-from ._base import AbstractEnv
+from ._base import AbstractRenderableEnv
 from .wrappers import TimeLimit
 
 
@@ -34,7 +34,7 @@ class CartPoleState(eqx.Module):
 
 
 @final
-class CartPole(AbstractEnv[CartPoleState]):
+class CartPole(AbstractRenderableEnv[CartPoleState]):
     """Balance a pole on a cart by pushing the cart left or right (actions 0 and 1).
 
     The dynamics, the explicit Euler integration, the termination thresholds, the

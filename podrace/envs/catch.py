@@ -7,7 +7,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, UInt8
 
 from .._types import Box, Discrete, TimeStep
-from ._base import AbstractEnv
+from ._base import AbstractRenderableEnv
 
 
 # Colours of `Catch.render`: background, ball, paddle, ball on the paddle.
@@ -30,7 +30,7 @@ class CatchState(eqx.Module):
 
 
 @final
-class Catch(AbstractEnv[CatchState]):
+class Catch(AbstractRenderableEnv[CatchState]):
     """The Catch grid world of the bsuite and the Podracer paper's Anakin demonstration.
 
     A ball starts on the top row in a uniformly random column and falls one row per

@@ -8,7 +8,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, UInt8
 
 from .._types import Box, Discrete, TimeStep
 from .._validation import as_float_array
-from ._base import AbstractEnv
+from ._base import AbstractRenderableEnv
 
 
 # Colours of `DeepSea.render`: cell borders, water, the rewarding bottom-right cell, the agent.
@@ -30,7 +30,7 @@ class DeepSeaState(eqx.Module):
 
 
 @final
-class DeepSea(AbstractEnv[DeepSeaState]):
+class DeepSea(AbstractRenderableEnv[DeepSeaState]):
     """A deep-exploration probe: an `N x N` grid descended one row per step.
 
     The agent starts in the top-left cell and, at every step, moves down one row and

@@ -5,7 +5,7 @@ from typing import Any, final
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, PRNGKeyArray, PyTree, UInt8
+from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, Box, TimeStep
 from .._validation import unknown_name
@@ -118,12 +118,6 @@ class BraxEnv(AbstractEnv[Any]):
         with default_numpy_rules():
             state = strongly_typed(self._env().step(state, action))
         return state, TimeStep.transition(state.obs, state.reward, state.done > 0)
-
-    def render(self, state: Any) -> UInt8[Array, "height width 3"]:
-        raise NotImplementedError(
-            "BraxEnv does not implement `render`: Brax draws its environments with MuJoCo's renderer on the host "
-            "(env.render), not as arrays in JAX."
-        )
 
     def _env(self) -> Any:
         """The Brax environment with this adapter's `sys` (a shallow copy, made while tracing)."""

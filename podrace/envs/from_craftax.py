@@ -12,7 +12,7 @@ from jaxtyping import Array, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, TimeStep
 from .._validation import unknown_name
-from ._base import AbstractEnv
+from ._base import AbstractRenderableEnv
 from ._packages import default_numpy_rules, import_package
 from .from_gymnax import GymnaxEnv
 
@@ -51,7 +51,7 @@ def _gymnax_env(env_id: str) -> GymnaxEnv:
 
 
 @final
-class CraftaxEnv(AbstractEnv[Any]):
+class CraftaxEnv(AbstractRenderableEnv[Any]):
     """A Craftax environment as a podrace environment.
 
     Craftax's environments are gymnax environments of the old API (one `done` from

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
-from jaxtyping import Array, PRNGKeyArray, PyTree, UInt8
+from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, Box, Discrete, TimeStep
 from .._validation import unknown_name
@@ -433,6 +433,9 @@ class GymnaxEnv(AbstractEnv[Any]):
     `jax_numpy_rank_promotion` / `jax_numpy_dtype_promotion` settings, as some
     environments (Swimmer-misc) broadcast arrays of different ranks.
 
+    gymnax draws its environments with matplotlib on the host
+    (`gymnax.visualize.Visualizer`), not in JAX, so the adapter does not render.
+
     Reference: Lange, "gymnax: A JAX-based Reinforcement Learning Environment
     Library", 2022, http://github.com/RobertTLange/gymnax.
 
@@ -504,12 +507,6 @@ class GymnaxEnv(AbstractEnv[Any]):
 
     def step(self, state: PyTree, action: Array, key: PRNGKeyArray) -> tuple[PyTree, TimeStep]:
         return self._normalised(*_step(self.env, self.env_params, state, action, key))
-
-    def render(self, state: PyTree) -> UInt8[Array, "height width 3"]:
-        raise NotImplementedError(
-            "GymnaxEnv does not implement `render`: gymnax draws its environments with matplotlib on the "
-            "host (gymnax.visualize.Visualizer), not as arrays in JAX."
-        )
 
     def _normalised(self, state: PyTree, timestep: TimeStep) -> tuple[PyTree, TimeStep]:
         """The state and the observation in the dtypes found when the adapter was built."""

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PRNGKeyArray, PyTree, UInt8
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, Box, Discrete, TimeStep
 from .._validation import unknown_name
@@ -152,12 +152,6 @@ class JumanjiEnv(AbstractEnv[Any]):
         truncated = last & (timestep.discount != 0)
         observation = _flat(timestep.observation)
         return state, TimeStep.transition(observation, timestep.reward, terminated, truncated)
-
-    def render(self, state: Any) -> UInt8[Array, "height width 3"]:
-        raise NotImplementedError(
-            "JumanjiEnv does not implement `render`: Jumanji draws its environments with matplotlib on the host "
-            "(env.render), not as arrays in JAX."
-        )
 
     def _jumanji_action(self, action: Array) -> Array:
         if not self.action_values:

@@ -9,7 +9,7 @@ from jaxtyping import Array, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, Box, Discrete, TimeStep
 from .._validation import unknown_name
-from ._base import AbstractEnv
+from ._base import AbstractRenderableEnv
 from ._packages import ByIdentity, default_numpy_rules, import_package, strongly_typed
 
 
@@ -23,7 +23,7 @@ def navix_ids() -> list[str]:
 
 
 @final
-class NavixEnv(AbstractEnv[Any]):
+class NavixEnv(AbstractRenderableEnv[Any]):
     """A Navix environment as a podrace environment.
 
     The state is Navix's own `Timestep` (its grid, entities, step count and `info`).

@@ -8,7 +8,7 @@ from typing import Any, final
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PRNGKeyArray, PyTree, UInt8
+from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, Box, TimeStep
 from .._validation import unknown_name
@@ -164,12 +164,6 @@ class PlaygroundEnv(AbstractEnv[Any]):
         with default_numpy_rules():
             state = strongly_typed(self._env().step(state, action))
         return state, TimeStep.transition(state.obs, state.reward, state.done > 0)
-
-    def render(self, state: Any) -> UInt8[Array, "height width 3"]:
-        raise NotImplementedError(
-            "PlaygroundEnv does not implement `render`: Playground draws its environments with MuJoCo's renderer on "
-            "the host (env.render), not as arrays in JAX."
-        )
 
     def _env(self) -> Any:
         """The Playground environment with this adapter's `mjx_model` (a shallow copy, made

@@ -4,7 +4,7 @@ from typing import Any, final
 
 import equinox as eqx
 import numpy as np
-from jaxtyping import Array, PRNGKeyArray, PyTree, UInt8
+from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, Box, Discrete, TimeStep
 from .._validation import unknown_name
@@ -111,9 +111,3 @@ class XMiniGridEnv(AbstractEnv[Any]):
         last = timestep.step_type == _import_xminigrid().types.StepType.LAST
         terminated, truncated = last & (timestep.discount == 0), last & (timestep.discount != 0)
         return timestep, TimeStep.transition(timestep.observation, timestep.reward, terminated, truncated)
-
-    def render(self, state: Any) -> UInt8[Array, "height width 3"]:
-        raise NotImplementedError(
-            "XMiniGridEnv does not implement `render`: XLand-MiniGrid draws its grids with NumPy on the host "
-            "(env.render), not as arrays in JAX."
-        )

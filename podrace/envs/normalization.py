@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, Box, TimeStep
-from ._base import AbstractEnv
+from ._base import AbstractEnv, AbstractRenderableEnv, render
 
 
 @final
@@ -79,7 +79,7 @@ class RunningStatistics(eqx.Module):
 
 
 @final
-class NormalizeObservation(AbstractEnv):
+class NormalizeObservation(AbstractRenderableEnv):
     """Normalises observations with fixed running statistics.
 
     Statistics come from a pipeline that normalised them as it trained
@@ -121,7 +121,7 @@ class NormalizeObservation(AbstractEnv):
         return env_state, self._normalized(timestep)
 
     def render(self, state) -> UInt8[Array, "height width 3"]:
-        return self.env.render(state)
+        return render(self.env, state)
 
     def normalize(self, observation: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
         """`observation` normalised with the fixed statistics."""

@@ -8,7 +8,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, UInt8
 
 from .._types import Box, TimeStep
 from .._validation import as_float_array
-from ._base import AbstractEnv
+from ._base import AbstractRenderableEnv
 from .wrappers import TimeLimit
 
 
@@ -31,7 +31,7 @@ class PendulumState(eqx.Module):
 
 
 @final
-class Pendulum(AbstractEnv[PendulumState]):
+class Pendulum(AbstractRenderableEnv[PendulumState]):
     """Swing a pendulum up and hold it upright with a bounded torque.
 
     The action is a torque in `[-max_torque, max_torque]` (shape `(1,)`; values outside

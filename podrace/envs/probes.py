@@ -14,10 +14,10 @@ from typing import final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, UInt8
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._types import Box, Discrete, TimeStep
-from ._base import AbstractEnv, cannot_render
+from ._base import AbstractEnv
 
 
 @final
@@ -56,9 +56,6 @@ class AbstractProbe(AbstractEnv[ProbeState]):
     @property
     def action_space(self) -> Discrete:
         return Discrete(2)
-
-    def render(self, state: ProbeState) -> UInt8[Array, "height width 3"]:
-        raise cannot_render(self)
 
     @property
     @abc.abstractmethod

@@ -3,10 +3,10 @@ from typing import final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, UInt8
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .._types import Box, Discrete, TimeStep
-from ._base import AbstractEnv, cannot_render
+from ._base import AbstractEnv
 
 
 @final
@@ -77,9 +77,6 @@ class RepeatFirst(AbstractEnv[RepeatFirstState]):
         reward = jnp.where(answered & (action == state.symbol), 1.0, 0.0)
         state = RepeatFirstState(state.symbol, state.elapsed_steps + 1)
         return state, TimeStep.transition(self._observe(state), reward, answered)
-
-    def render(self, state: RepeatFirstState) -> UInt8[Array, "height width 3"]:
-        raise cannot_render(self)
 
     def _observe(self, state: RepeatFirstState) -> Float[Array, " num_symbols_plus_one"]:
         shown = jax.nn.one_hot(state.symbol, self.num_symbols) * (state.elapsed_steps == 0)

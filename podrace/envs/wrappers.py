@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int, Key, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, ObservationActionReward, ObservationActionRewardSpace, TimeStep
-from ._base import AbstractEnv
+from ._base import AbstractEnv, AbstractRenderableEnv, render
 
 
 StateT = TypeVar("StateT")
@@ -14,7 +14,11 @@ StateT = TypeVar("StateT")
 
 class AbstractWrapper(AbstractEnv[StateT]):
     """Base of the wrappers that keep the wrapped environment's observation and action
-    spaces: a subclass names its `env` field and defines `reset` and `step`."""
+    spaces: a subclass names its `env` field and defines `reset` and `step`.
+
+    A wrapper that draws (the wrapped environment's state, or a picture of its own) also
+    subclasses [`podrace.envs.AbstractRenderableEnv`][] and implements `render`, as
+    podrace's wrappers do with [`podrace.envs.render`][] of the wrapped state."""
 
     env: eqx.AbstractVar[AbstractEnv[Any]]
 
@@ -42,7 +46,7 @@ class AutoResetState(eqx.Module, Generic[StateT]):
 
 
 @final
-class AutoReset(AbstractWrapper[AutoResetState[StateT]]):
+class AutoReset(AbstractWrapper[AutoResetState[StateT]], AbstractRenderableEnv[AutoResetState[StateT]]):
     """Starts a new episode on the step after an episode ends.
 
     The last time step of an episode is returned as it is, so its final observation
@@ -129,7 +133,7 @@ class AutoReset(AbstractWrapper[AutoResetState[StateT]]):
         return jax.vmap(AutoResetState)(env_state, timestep.is_last), timestep
 
     def render(self, state: AutoResetState[StateT]) -> UInt8[Array, "height width 3"]:
-        return self.env.render(state.env_state)
+        return render(self.env, state.env_state)
 
 
 @final
@@ -147,7 +151,7 @@ class TimeLimitState(eqx.Module, Generic[StateT]):
 
 
 @final
-class TimeLimit(AbstractWrapper[TimeLimitState[StateT]]):
+class TimeLimit(AbstractWrapper[TimeLimitState[StateT]], AbstractRenderableEnv[TimeLimitState[StateT]]):
     """Truncates episodes after `max_episode_steps` steps.
 
     A truncated time step keeps `discount = 1` and sets `truncated`, so that learners
@@ -181,11 +185,11 @@ class TimeLimit(AbstractWrapper[TimeLimitState[StateT]]):
         return TimeLimitState(env_state, elapsed_steps), timestep
 
     def render(self, state: TimeLimitState[StateT]) -> UInt8[Array, "height width 3"]:
-        return self.env.render(state.env_state)
+        return render(self.env, state.env_state)
 
 
 @final
-class TruncationAsTermination(AbstractWrapper[StateT]):
+class TruncationAsTermination(AbstractWrapper[StateT], AbstractRenderableEnv[StateT]):
     """Reports a truncation (a time limit) as a termination, with discount 0.
 
     podrace keeps the two apart, so that learners bootstrap at a time limit. Many
@@ -216,11 +220,11 @@ class TruncationAsTermination(AbstractWrapper[StateT]):
         return env_state, timestep
 
     def render(self, state: StateT) -> UInt8[Array, "height width 3"]:
-        return self.env.render(state)
+        return render(self.env, state)
 
 
 @final
-class PreviousActionReward(AbstractEnv[StateT]):
+class PreviousActionReward(AbstractRenderableEnv[StateT]):
     """Puts the previous action and reward beside each observation.
 
     Observations become [`podrace.ObservationActionReward`][]: the wrapped observation,
@@ -255,7 +259,7 @@ class PreviousActionReward(AbstractEnv[StateT]):
         return env_state, self._with_action_reward(timestep, action, timestep.reward)
 
     def render(self, state: StateT) -> UInt8[Array, "height width 3"]:
-        return self.env.render(state)
+        return render(self.env, state)
 
     @staticmethod
     def _with_action_reward(timestep: TimeStep, action: Array, reward: Array) -> TimeStep:

@@ -14,8 +14,9 @@
 - `normalization`: running normalisation of observations and rewards, its
   statistics in the pipeline's state.
 - `evaluation`: whole episodes with a fixed network and policy.
-- `pipeline`: the contract every executor's pipeline keeps (`init`, `train` and
-  the sizes that turn updates into environment steps).
+- `pipeline`: the contract every executor's pipeline keeps (`init`, `train`, the
+  sizes that turn updates into environment steps, and each member's evaluation,
+  network and evaluation environment).
 - `actor`: an agent behind rlplay's actor interface, for host loops.
 
 The learner never knows which executor feeds it: every one produces the same

@@ -26,10 +26,11 @@ from ..envs.normalization import NormalizeObservation
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
 from ..loggers import summarize
+from ..networks import AbstractNetwork
 from ..results import EvaluationResult, TrainMetrics
 from .evaluation import Evaluation
 from .normalization import NormalizationState, RunningNormalization
-from .pipeline import AbstractPipeline, AbstractTrainResult
+from .pipeline import AbstractPipeline, AbstractTrainResult, check_member
 
 
 @final
@@ -386,7 +387,7 @@ class Anakin(AbstractPipeline[AnakinState]):
             raise_non_finite_loss(error)
             raise
 
-    def evaluation_env(self, state: AnakinState | None = None) -> AbstractEnv:
+    def evaluation_env(self, state: AnakinState | None = None, member: int = 0) -> AbstractEnv:
         """The environment without its auto-reset, where evaluations play whole episodes.
 
         When the pipeline normalises observations, they are normalised with the
@@ -397,7 +398,9 @@ class Anakin(AbstractPipeline[AnakinState]):
 
         - `state`: the state whose statistics normalise observations; needed only when
             the pipeline normalises them.
+        - `member`: 0, the one run.
         """
+        check_member(self, member)
         if self.normalization is None or not self.normalization.observations:
             return self.env.env
         if state is None:
@@ -412,13 +415,38 @@ class Anakin(AbstractPipeline[AnakinState]):
             self.env.env, statistics, clip=self.normalization.clip, epsilon=self.normalization.epsilon
         )
 
+    def network_at(self, state: AnakinState, member: int = 0) -> AbstractNetwork:
+        """The network with the parameters learnt in `state` (`member` is 0, the one run)."""
+        check_member(self, member)
+        return self.learner.network_at(state.learner)
+
+    @property
+    def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
+        """The shape and dtype of one observation of the environment, before any normalisation."""
+        return jax.eval_shape(lambda: self.env.env.reset(jax.random.key(0))[1].observation)
+
+    @eqx.filter_jit
+    def evaluate(self, state: AnakinState, evaluation: Evaluation) -> EvaluationResult:
+        """The trained network plays `evaluation`'s episodes in `evaluation_env(state)`, in one
+        compiled call, as `train` plays them at the end of a call.
+
+        **Arguments:**
+
+        - `state`: from `init` or `train`.
+        - `evaluation`: the episodes and the policy.
+
+        **Returns:**
+
+        The episodes, with axes `[num_episodes]`.
+        """
+        return evaluation.play(self.evaluation_env(state), self.network_at(state))
+
     @eqx.filter_jit
     def _train(self, state: AnakinState, evaluation: Evaluation | None, *, num_updates: int) -> TrainResult:
         state, metrics = self._train_steps(state, num_updates)
         if evaluation is None:
             return TrainResult(state, metrics)
-        network = self.learner.network_at(state.learner)
-        return TrainResult(state, metrics, evaluation.play(self.evaluation_env(state), network))
+        return TrainResult(state, metrics, self.evaluate(state, evaluation))
 
     def _train_steps(self, state: AnakinState, num_updates: int) -> tuple[AnakinState, TrainMetrics]:
         if self.num_devices == 1:

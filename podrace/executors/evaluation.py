@@ -22,6 +22,7 @@ def evaluate(
     num_episodes: int,
     key: PRNGKeyArray,
     max_steps: int = 10_000,
+    seed: int | None = None,
 ) -> EvaluationResult:
     """Runs a policy for `num_episodes` whole episodes of a JAX environment and reports each one.
 
@@ -40,12 +41,15 @@ def evaluate(
 
     - `env`: a bare (not auto-resetting) [`podrace.envs.AbstractEnv`][].
     - `network`: the network, with the parameters to evaluate
-        (`learner.network_with(state.params)`).
+        (`learner.network_at(state)`, which every learner has).
     - `policy`: the policy over the network's outputs (it must read the network's
         `output_type`).
     - `num_episodes`: how many episodes.
     - `key`: the policy's and the environment's randomness.
     - `max_steps`: the step budget per episode.
+    - `seed`: refused: a JAX environment's randomness is `key`, and the seed of a
+        Gymnasium environment's reset goes to
+        [`podrace.executors.host.evaluate_on_host`][].
 
     **Returns:**
 
@@ -57,6 +61,11 @@ def evaluate(
         raise TypeError(
             f"evaluate runs JAX environments (podrace.envs.AbstractEnv), got {type(env).__name__}; evaluate a "
             "gymnasium.vector.VectorEnv with podrace.executors.host.evaluate_on_host."
+        )
+    if seed is not None:
+        raise TypeError(
+            f"evaluate takes no seed: {type(env).__name__}'s randomness comes from key. A seed is for the reset of "
+            "a gymnasium.vector.VectorEnv, which podrace.executors.host.evaluate_on_host evaluates."
         )
     return _evaluate_jax(env, network, policy, key, num_episodes=num_episodes, max_steps=max_steps)
 

@@ -41,7 +41,8 @@ from ..loggers import summarize
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import EvaluationResult, TrainMetrics, UpdateMetrics
-from .pipeline import AbstractPipeline, AbstractTrainResult
+from .evaluation import Evaluation
+from .pipeline import AbstractPipeline, AbstractTrainResult, check_member
 
 
 @final
@@ -199,17 +200,27 @@ class GymnasiumCollector:
         self.rollout_length = rollout_length
         self._actor = _BatchedActor(agent)
         self._key_data = jax.random.key_data(key)
-        num_envs = envs.num_envs
-        self._observations = _HostObservations(agent, action_space, num_envs)
-        observation, _ = envs.reset(seed=seed)
-        self._timestep = _first_timestep(self._observations.first(observation))
-        self._carry = self._actor.initial_carry(num_envs)
-        self._episodes = _EpisodeTracker(num_envs)
+        self._observations = _HostObservations(agent, action_space, envs.num_envs)
+        self.restart(seed)
 
     @property
     def num_envs(self) -> int:
         """The number of environments `B`."""
         return self.envs.num_envs
+
+    def restart(self, seed: int | None = None) -> None:
+        """Resets every environment and starts the next rollout from the new episodes, as
+        after the collector was built (after something else stepped the environments: an
+        evaluation, say).
+
+        **Arguments:**
+
+        - `seed`: seeds the environments' reset.
+        """
+        observation, _ = self.envs.reset(seed=seed)
+        self._timestep = _first_timestep(self._observations.first(observation))
+        self._carry = self._actor.initial_carry(self.num_envs)
+        self._episodes = _EpisodeTracker(self.num_envs)
 
     @property
     def timestep(self) -> TimeStep:
@@ -368,6 +379,7 @@ class HostTrainResult(AbstractTrainResult[PyTree[Array]]):
 
 ResultT = TypeVar("ResultT")
 StateT = TypeVar("StateT")
+LearnerT = TypeVar("LearnerT", bound=AbstractLearner)
 
 
 class AbstractExperienceSource(abc.ABC, Generic[ResultT]):
@@ -513,10 +525,17 @@ def train_on_host(
     return HostTrainResult(learner_state, metrics)
 
 
-class AbstractHostPipeline(AbstractPipeline[StateT]):
+class AbstractHostPipeline(AbstractPipeline[StateT], Generic[StateT, LearnerT]):
     """A pipeline of one learner that updates on the driver's default device, fed by
     environments outside the compiled program (a host collector, Ray actors). Its state
-    is the learner's."""
+    is the learner's.
+
+    **Attributes:**
+
+    - `learner`: the learner.
+    """
+
+    learner: eqx.AbstractVar[LearnerT]
 
     @property
     def num_members(self) -> int:
@@ -528,9 +547,19 @@ class AbstractHostPipeline(AbstractPipeline[StateT]):
         """1: the learner updates on the default device."""
         return 1
 
+    def network_at(self, state: StateT, member: int = 0) -> AbstractNetwork:
+        """The learner's network with the parameters learnt in `state` (`member` is 0, the one learner)."""
+        check_member(self, member)
+        return self.learner.network_at(state)
+
+    def evaluation_env(self, state: StateT, member: int = 0) -> None:
+        """`None`: the environments are Gymnasium ones, outside JAX (see `evaluate`)."""
+        del state
+        check_member(self, member)
+
 
 @final
-class HostPipeline(AbstractHostPipeline[PyTree[Array]]):
+class HostPipeline(AbstractHostPipeline[PyTree[Array], AbstractLearner]):
     """A learner trained on a host collector's rollouts, driven as a [`podrace.Anakin`][] pipeline is.
 
     `init` and `train` have the pipeline's signatures, so that
@@ -567,6 +596,31 @@ class HostPipeline(AbstractHostPipeline[PyTree[Array]]):
     def train(self, state: PyTree[Array], *, num_updates: int) -> HostTrainResult:
         """`num_updates` rollouts and updates from `state`, on the collector's environments."""
         return train_on_host(self.learner, self.collector, num_updates=num_updates, state=state, overlap=self.overlap)
+
+    @property
+    def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
+        """The shape and dtype of one observation of the collector's environments."""
+        return one_observation_spec(self.collector.timestep)
+
+    def evaluate(self, state: PyTree[Array], evaluation: Evaluation) -> EvaluationResult:
+        """The trained network plays `evaluation`'s episodes in the collector's environments
+        ([`podrace.executors.host.evaluate_on_host`][]); the collector then restarts them, so
+        the next rollout starts new episodes. Axes `[num_episodes]`."""
+        result = evaluate_on_host(
+            self.collector.envs,
+            self.network_at(state),
+            evaluation.policy,
+            num_episodes=evaluation.num_episodes,
+            key=evaluation.key,
+            max_steps=evaluation.max_steps,
+        )
+        self.collector.restart()
+        return result
+
+
+def one_observation_spec(timestep: TimeStep) -> PyTree[jax.ShapeDtypeStruct]:
+    """The shape and dtype of one observation of a batch of time steps (leading axis: the environments)."""
+    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), timestep.observation)
 
 
 @eqx.filter_jit

@@ -24,10 +24,13 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from .._validation import check_positive_int
+from ..envs import AbstractEnv
 from ..loggers import path_names, summarize
-from ..results import TrainMetrics
+from ..networks import AbstractNetwork
+from ..results import EvaluationResult, TrainMetrics
 from .anakin import AnakinState
-from .pipeline import AbstractPipeline, AbstractTrainResult
+from .evaluation import Evaluation
+from .pipeline import AbstractPipeline, AbstractTrainResult, check_member
 from .population import Population
 
 
@@ -336,6 +339,26 @@ class PBT(AbstractPipeline[PBTState]):
     def population_at(self, state: PBTState) -> Population:
         """The population with the members' hyperparameters of `state` (to evaluate `state.members`, say)."""
         return eqx.tree_at(lambda population: population.hyperparameters, self.population, state.hyperparameters)
+
+    @property
+    def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
+        """The shape and dtype of one observation of a member's environment, before any normalisation."""
+        return self.population.observation_spec
+
+    def evaluate(self, state: PBTState, evaluation: Evaluation) -> EvaluationResult:
+        """Every member plays `evaluation`'s episodes with the hyperparameters it reached
+        ([`podrace.Population.evaluate`][] of `population_at(state)`); axes `[members, num_episodes]`."""
+        return self.population_at(state).evaluate(state.members, evaluation)
+
+    def network_at(self, state: PBTState, member: int = 0) -> AbstractNetwork:
+        """The network of member `member`, with the hyperparameters it reached in `state`."""
+        check_member(self, member)
+        return self.population_at(state).network_at(state.members, member)
+
+    def evaluation_env(self, state: PBTState, member: int = 0) -> AbstractEnv:
+        """The evaluation environment of member `member`, with the hyperparameters it reached in `state`."""
+        check_member(self, member)
+        return self.population_at(state).evaluation_env(state.members, member)
 
     @eqx.filter_jit
     def init(self, key: PRNGKeyArray) -> PBTState:

@@ -1,17 +1,23 @@
 """The executors' contract: what drives training, whatever runs the environments.
 
 [`podrace.progress.train_with_progress`][], the command line and the checkpoints use a
-pipeline only through [`podrace.executors.pipeline.AbstractPipeline`][]: `init`, `train` and
-the sizes that turn updates into environment steps.
+pipeline only through [`podrace.executors.pipeline.AbstractPipeline`][]: `init`, `train`,
+the sizes that turn updates into environment steps, and what the command's `evaluate`
+and `export` take from a trained run (the members' evaluation, each member's network,
+its evaluation environment and the observations' spec).
 """
 
 import abc
 from typing import Generic, TypeVar
 
 import equinox as eqx
-from jaxtyping import PRNGKeyArray
+import jax
+from jaxtyping import PRNGKeyArray, PyTree
 
-from ..results import TrainMetrics
+from ..envs import AbstractEnv
+from ..networks import AbstractNetwork
+from ..results import EvaluationResult, TrainMetrics
+from .evaluation import Evaluation
 
 
 StateT = TypeVar("StateT")
@@ -36,7 +42,11 @@ class AbstractTrainResult(eqx.Module, Generic[StateT]):
 
 
 class AbstractPipeline(eqx.Module, Generic[StateT]):
-    """A learner with what feeds it experience, trained in calls of many updates."""
+    """A learner with what feeds it experience, trained in calls of many updates.
+
+    A population trains several members side by side, numbered from 0; a single run is
+    member 0.
+    """
 
     @abc.abstractmethod
     def init(self, key: PRNGKeyArray) -> StateT:
@@ -60,3 +70,55 @@ class AbstractPipeline(eqx.Module, Generic[StateT]):
     @abc.abstractmethod
     def num_devices(self) -> int:
         """Devices the pipeline's arrays are split over."""
+
+    @property
+    @abc.abstractmethod
+    def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
+        """The shape and dtype of one observation as the environments give it (before any
+        normalisation): what an exported policy takes."""
+
+    @abc.abstractmethod
+    def evaluate(self, state: StateT, evaluation: Evaluation) -> EvaluationResult:
+        """Every member's trained network plays `evaluation`'s episodes in its evaluation
+        environment, every member with the same key.
+
+        **Arguments:**
+
+        - `state`: from `init` or `train`.
+        - `evaluation`: the episodes and the policy to play them with.
+
+        **Returns:**
+
+        The episodes, with axes `[num_episodes]` after a leading members axis for a
+        population (as `train`'s metrics have it).
+        """
+
+    @abc.abstractmethod
+    def network_at(self, state: StateT, member: int = 0) -> AbstractNetwork:
+        """The network of member `member` with the parameters learnt in `state`.
+
+        **Raises:**
+
+        `ValueError` if the pipeline has no member `member`.
+        """
+
+    @abc.abstractmethod
+    def evaluation_env(self, state: StateT, member: int = 0) -> AbstractEnv | None:
+        """The JAX environment where member `member` plays evaluations: the environment
+        without its auto-reset, its observations normalised with the member's statistics in
+        `state` where the pipeline normalises them. `None` where the environments are not
+        JAX ones (a host pipeline's Gymnasium environments).
+
+        **Raises:**
+
+        `ValueError` if the pipeline has no member `member`.
+        """
+
+
+def check_member(pipeline: AbstractPipeline, member: int) -> None:
+    """Raises `ValueError`, naming the members there are, unless `pipeline` has member `member`."""
+    if not 0 <= member < pipeline.num_members:
+        raise ValueError(
+            f"{type(pipeline).__name__}: there is no member {member}; its members are numbered 0 to "
+            f"{pipeline.num_members - 1}."
+        )

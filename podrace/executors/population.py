@@ -25,7 +25,7 @@ from ..policies import AbstractPolicy
 from ..results import EvaluationResult
 from .anakin import Anakin, AnakinState, TrainResult, init_state, train_steps
 from .evaluation import Evaluation, evaluate
-from .pipeline import AbstractPipeline
+from .pipeline import AbstractPipeline, check_member
 
 
 @final
@@ -132,6 +132,23 @@ class Population(AbstractPipeline[AnakinState]):
         """The pipeline of member `index` (to evaluate it, say, or train it alone)."""
         return self.make_pipeline(jax.tree.map(lambda x: x[index], self.hyperparameters))
 
+    def network_at(self, state: AnakinState, member: int = 0) -> AbstractNetwork:
+        """The network of member `member` with its parameters learnt in `state` (see
+        `networks` for every member's, stacked)."""
+        check_member(self, member)
+        return self.member(member).network_at(_member_state(state, member))
+
+    def evaluation_env(self, state: AnakinState, member: int = 0) -> AbstractEnv:
+        """The [`podrace.Anakin.evaluation_env`][] of member `member`, with its own
+        normalisation statistics in `state` (if any)."""
+        check_member(self, member)
+        return self.member(member).evaluation_env(_member_state(state, member))
+
+    @property
+    def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
+        """The shape and dtype of one observation of a member's environment, before any normalisation."""
+        return self.member(0).observation_spec
+
     def networks(self, state: AnakinState) -> AbstractNetwork:
         """The members' networks with their trained parameters, stacked along a leading axis.
 
@@ -236,8 +253,7 @@ class Population(AbstractPipeline[AnakinState]):
     def _play(self, state: AnakinState, evaluation: Evaluation) -> EvaluationResult:
         def play_members(hyperparameters, state):
             def play(hyperparameters, state):
-                pipeline = self.make_pipeline(hyperparameters)
-                return evaluation.play(pipeline.evaluation_env(state), pipeline.learner.network_at(state.learner))
+                return self.make_pipeline(hyperparameters).evaluate(state, evaluation)
 
             return jax.vmap(play)(hyperparameters, state)
 
@@ -270,6 +286,11 @@ class Population(AbstractPipeline[AnakinState]):
         if self.mesh.size == 1:
             return stacked
         return jax.device_put(stacked, NamedSharding(self.mesh, PartitionSpec(*self.mesh.axis_names)))
+
+
+def _member_state(state: AnakinState, member: int) -> AnakinState:
+    """Member `member`'s slice of the members' stacked states."""
+    return jax.tree.map(lambda x: x[member], state)
 
 
 def evaluate_population(

@@ -63,18 +63,21 @@ from jaxtyping import Array, Int, PRNGKeyArray, PyTree
 
 from .._types import TimeStep, Trajectory
 from .._validation import check_positive_int
-from ..agent import AbstractAgent, Agent
+from ..agent import AbstractAgent
 from ..envs.gymnasium import import_gymnasium
-from ..learners import AbstractLearner, Learner, LearnerState
-from ..learners.learner import apply_gradients, loss_gradients
-from ..results import LossTerms, UpdateMetrics
+from ..learners import AbstractGradientLearner, AbstractLearner, Learner, LearnerState
+from ..networks import AbstractNetwork
+from ..results import EvaluationResult, LossTerms, UpdateMetrics
+from .evaluation import Evaluation
 from .host import (
     AbstractExperienceSource,
     AbstractHostPipeline,
     EpisodeStatistics,
     GymnasiumCollector,
     HostTrainResult,
+    evaluate_on_host,
     jitted_update,
+    one_observation_spec,
     run_schedule,
     train_metrics,
 )
@@ -160,14 +163,25 @@ class RayGradient:
 
 
 @eqx.filter_jit
-def _gradients_on(learner: Learner, agent: Agent, trajectory: Trajectory) -> tuple[Array, LossTerms, PyTree[Array]]:
-    """The learner's loss on `trajectory`, and its gradient at the acting network's parameters."""
-    params = eqx.filter(agent.network, eqx.is_inexact_array)
+def _gradients(
+    learner: AbstractGradientLearner, agent: AbstractAgent, trajectory: Trajectory
+) -> tuple[Array, LossTerms, PyTree[Array]]:
+    """`learner.gradients`, compiled."""
+    return learner.gradients(agent, trajectory)
 
-    def objective(params):
-        return learner.loss(Agent(learner.network_with(params), agent.policy), trajectory)
 
-    return loss_gradients(objective, params, axis_name=None)
+@eqx.filter_jit
+def _step_with_gradients(
+    learner: AbstractGradientLearner,
+    state: Any,
+    gradients: PyTree[Array],
+    loss: Array,
+    terms: LossTerms,
+    *,
+    new_transitions: Int[Array, ""],
+) -> tuple[Any, UpdateMetrics]:
+    """`learner.step_with_gradients`, compiled."""
+    return learner.step_with_gradients(state, gradients, loss, terms, new_transitions=new_transitions)
 
 
 @final
@@ -220,9 +234,9 @@ class _Worker:
 
     def gradient(self, arrays: list[np.ndarray], version: int, sequence: int) -> RayGradient:
         agent, trajectory, episodes = self._collect(arrays)
-        # A RayGradientPool takes only a Learner, whose agents are network-and-policy Agents.
-        learner, agent = cast(Learner, self._learner), cast(Agent, agent)
-        loss, terms, gradients = jax.device_get(_gradients_on(learner, agent, trajectory))
+        # A RayGradientPool takes only a learner of one gradient step.
+        learner = cast(AbstractGradientLearner, self._learner)
+        loss, terms, gradients = jax.device_get(_gradients(learner, agent, trajectory))
         terms = {name: float(value) for name, value in terms.items()}
         leaves = jax.tree.leaves(gradients)
         return RayGradient(leaves, float(loss), terms, episodes, version, self._slot, sequence, self._incarnation)
@@ -273,8 +287,11 @@ class AbstractRayActorPool(AbstractExperienceSource[ResultT]):
         check_positive_int(name, "num_actors", num_actors)
         check_positive_int(name, "num_envs", num_envs)
         check_positive_int(name, "rollout_length", rollout_length)
-        if self._method == "gradient" and not isinstance(learner, Learner):
-            raise TypeError(f"{name}: gradient workers compute a podrace.Learner's loss, got {type(learner).__name__}.")
+        if self._method == "gradient" and not isinstance(learner, AbstractGradientLearner):
+            raise TypeError(
+                f"{name}: gradient workers compute the gradient of a learner of one loss "
+                f"(a podrace.learners.AbstractGradientLearner such as podrace.Learner), got {type(learner).__name__}."
+            )
         if not isinstance(env, str) and not callable(env):
             raise ValueError(f"{name}: env must be a Gymnasium id or a callable that makes one environment.")
         if env_kwargs and not isinstance(env, str):
@@ -424,6 +441,34 @@ class AbstractRayActorPool(AbstractExperienceSource[ResultT]):
         """Forgets the rounds not yet gathered (the actors still finish them, unread)."""
         self._rounds.clear()
 
+    def evaluate(self, network: AbstractNetwork, evaluation: Evaluation) -> EvaluationResult:
+        """`network` plays `evaluation`'s episodes in one actor's environments made here, on
+        the driver ([`podrace.executors.host.evaluate_on_host`][] in `num_envs // num_actors`
+        environments of `env`, reset with the pool's `seed`), closed afterwards.
+
+        **Arguments:**
+
+        - `network`: the network, with the parameters to evaluate.
+        - `evaluation`: the episodes and the policy.
+
+        **Returns:**
+
+        The episodes, with axes `[num_episodes]`.
+        """
+        envs = _sync_vector_env(self._env, self._num_envs_per_actor, self._env_kwargs)
+        try:
+            return evaluate_on_host(
+                envs,
+                network,
+                evaluation.policy,
+                num_episodes=evaluation.num_episodes,
+                key=evaluation.key,
+                max_steps=evaluation.max_steps,
+                seed=self._seed,
+            )
+        finally:
+            envs.close()
+
     def close(self) -> None:
         """Kills the actors (if Ray is still running)."""
         self._rounds.clear()
@@ -492,9 +537,9 @@ class RayGradientPool(AbstractRayActorPool[RayGradient]):
     """Ray actors that each collect a rollout and return the gradient of the learner's loss on it.
 
     The scheme of Ray's Pong example: only gradients come back. Each actor computes
-    `learner.loss(Agent(learner.network_with(params), policy), trajectory)` and its
-    gradient at the acting network's trainable arrays `params`, as one
-    [`podrace.Learner`][] gradient step does (the same `loss_gradients` function).
+    `learner.gradients(agent, trajectory)`: the learner's loss on its rollout and its
+    gradient at the acting network's trainable arrays, as one [`podrace.Learner`][]
+    gradient step does (see [`podrace.learners.AbstractGradientLearner`][]).
     `submit` and `gather` work as for [`podrace.executors.ray_actors.RayRolloutPool`][];
     [`podrace.executors.ray_actors.train_with_ray_gradients`][] drives a pool.
 
@@ -606,39 +651,25 @@ def reduce_gradients(gradients: list[RayGradient], params: PyTree[Array], reduce
     return jax.device_put(jax.tree.unflatten(structure, leaves))
 
 
-@eqx.filter_jit
-def _apply(
-    learner: Learner,
-    state: LearnerState,
-    grads: PyTree[Array],
-    loss: Array,
-    terms: LossTerms,
-    new_transitions: Int[Array, ""],
-) -> tuple[LearnerState, UpdateMetrics]:
-    params, opt_state, metrics = apply_gradients(
-        learner.optimizer, state.params, state.opt_state, grads, loss, terms, check_nans=learner.check_nans
-    )
-    num_transitions = state.num_transitions + new_transitions
-    return LearnerState(params, opt_state, state.num_updates + 1, num_transitions, state.key), metrics
-
-
 def train_with_ray_gradients(
-    learner: Learner,
+    learner: AbstractGradientLearner,
     pool: RayGradientPool,
     *,
     num_updates: int,
     key: PRNGKeyArray | None = None,
-    state: LearnerState | None = None,
+    state: Any = None,
     reduce: Reduction = "mean",
     max_lag: int = 0,
     on_gradients: Callable[[int, list[RayGradient]], None] | None = None,
 ) -> HostTrainResult:
-    """Trains a [`podrace.Learner`][] from gradients computed by Ray actors, Ray's Pong scheme.
+    """Trains a learner of one gradient step per update (a [`podrace.Learner`][], any
+    [`podrace.learners.AbstractGradientLearner`][]) from gradients computed by Ray
+    actors, Ray's Pong scheme.
 
     Each update, every actor collects a rollout and returns the gradient of the learner's
     loss on it; the driver reduces them and takes one step of the learner's optimiser
-    (the same `apply_gradients` as [`podrace.Learner`][]'s gradient step). The learner
-    must take one gradient step per update (`num_epochs=1`, `num_minibatches=1`).
+    (`learner.step_with_gradients`). The learner must take one gradient step per update
+    (for a [`podrace.Learner`][], `num_epochs=1` and `num_minibatches=1`).
 
     `reduce="mean"` (the default) averages: podrace's losses are means over their batch,
     so for a loss that is a mean over trajectories (A2C, REINFORCE, PPO's surrogate)
@@ -675,11 +706,7 @@ def train_with_ray_gradients(
     if state is None:
         assert key is not None
         state = learner.init(key, pool.timestep)
-    if learner.num_epochs != 1 or learner.num_minibatches != 1:
-        raise ValueError(
-            "train_with_ray_gradients takes one gradient step per update: build the Learner with "
-            f"num_epochs=1 and num_minibatches=1 (got {learner.num_epochs} and {learner.num_minibatches})."
-        )
+    learner.check_one_gradient_step("train_with_ray_gradients")
     if reduce not in ("mean", "sum"):
         raise ValueError(f"train_with_ray_gradients: reduce must be 'mean' or 'sum', got {reduce!r}.")
     count = [0]
@@ -693,9 +720,12 @@ def train_with_ray_gradients(
             name: jnp.asarray(np.mean([gradient.terms[name] for gradient in gradients]), jnp.float32)
             for name in gradients[0].terms
         }
-        grads = reduce_gradients(gradients, state.params, reduce)
+        params = eqx.filter(learner.network_at(state), eqx.is_inexact_array)
+        grads = reduce_gradients(gradients, params, reduce)
         new_transitions = len(gradients) * (pool.num_envs // pool.num_actors) * pool.rollout_length
-        state, update_metrics = _apply(learner, state, grads, loss, terms, jnp.asarray(new_transitions, jnp.int32))
+        state, update_metrics = _step_with_gradients(
+            learner, state, grads, loss, terms, new_transitions=jnp.asarray(new_transitions, jnp.int32)
+        )
         return state, train_metrics(update_metrics, _episodes(gradients))
 
     state, metrics = run_schedule(pool, learner.agent, state, num_updates=num_updates, max_lag=max_lag, update=update)
@@ -703,7 +733,7 @@ def train_with_ray_gradients(
 
 
 @final
-class RayPipeline(AbstractHostPipeline[PyTree[Array]]):
+class RayPipeline(AbstractHostPipeline[PyTree[Array], AbstractLearner]):
     """A learner trained on a [`podrace.executors.ray_actors.RayRolloutPool`][]'s rollouts,
     driven as a [`podrace.Anakin`][] pipeline is.
 
@@ -737,9 +767,19 @@ class RayPipeline(AbstractHostPipeline[PyTree[Array]]):
         """`num_updates` rounds of rollouts and updates from `state`."""
         return train_with_ray(self.learner, self.pool, num_updates=num_updates, state=state, max_lag=self.max_lag)
 
+    @property
+    def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
+        """The shape and dtype of one observation of the actors' environments."""
+        return one_observation_spec(self.pool.timestep)
+
+    def evaluate(self, state: PyTree[Array], evaluation: Evaluation) -> EvaluationResult:
+        """The trained network plays `evaluation`'s episodes in environments made on the
+        driver (the pool's `evaluate`)."""
+        return self.pool.evaluate(self.network_at(state), evaluation)
+
 
 @final
-class RayGradientPipeline(AbstractHostPipeline[LearnerState]):
+class RayGradientPipeline(AbstractHostPipeline[LearnerState, Learner]):
     """A [`podrace.Learner`][] trained on a [`podrace.executors.ray_actors.RayGradientPool`][]'s
     gradients, driven as a [`podrace.Anakin`][] pipeline is (see
     [`podrace.executors.ray_actors.RayPipeline`][]).
@@ -772,3 +812,13 @@ class RayGradientPipeline(AbstractHostPipeline[LearnerState]):
         return train_with_ray_gradients(
             self.learner, self.pool, num_updates=num_updates, state=state, reduce=self.reduce, max_lag=self.max_lag
         )
+
+    @property
+    def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
+        """The shape and dtype of one observation of the actors' environments."""
+        return one_observation_spec(self.pool.timestep)
+
+    def evaluate(self, state: LearnerState, evaluation: Evaluation) -> EvaluationResult:
+        """The trained network plays `evaluation`'s episodes in environments made on the
+        driver (the pool's `evaluate`)."""
+        return self.pool.evaluate(self.network_at(state), evaluation)

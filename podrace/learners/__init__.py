@@ -10,8 +10,14 @@ fit check.
 """
 
 from .._validation import check_agent_fits as check_agent_fits
+from .actor_critic import (
+    AbstractActorCriticLearner as AbstractActorCriticLearner,
+    AbstractActorCriticState as AbstractActorCriticState,
+)
+from .discrete_sac import DiscreteSACLearner as DiscreteSACLearner
 from .dqn import DQNLearner as DQNLearner, DQNState as DQNState
 from .learner import (
+    AbstractGradientLearner as AbstractGradientLearner,
     AbstractLearner as AbstractLearner,
     Learner as Learner,
     LearnerState as LearnerState,
@@ -22,29 +28,27 @@ from .learner import (
     shuffled_minibatches as shuffled_minibatches,
     with_params as with_params,
 )
-from .off_policy import (
-    AbstractActorCriticLearner as AbstractActorCriticLearner,
-    AbstractActorCriticState as AbstractActorCriticState,
-    DiscreteSACLearner as DiscreteSACLearner,
-    SACLearner as SACLearner,
-    SACState as SACState,
-    TD3Learner as TD3Learner,
-    TD3State as TD3State,
-    ddpg as ddpg,
-)
 from .replay import (
     AbstractReplayLearner as AbstractReplayLearner,
     AbstractReplayState as AbstractReplayState,
     SequenceReplay as SequenceReplay,
 )
+from .sac import (
+    AbstractSoftActorCriticLearner as AbstractSoftActorCriticLearner,
+    SACLearner as SACLearner,
+    SACState as SACState,
+)
+from .td3 import TD3Learner as TD3Learner, TD3State as TD3State, ddpg as ddpg
 
 
 __all__ = [
     "AbstractActorCriticLearner",
     "AbstractActorCriticState",
+    "AbstractGradientLearner",
     "AbstractLearner",
     "AbstractReplayLearner",
     "AbstractReplayState",
+    "AbstractSoftActorCriticLearner",
     "apply_gradients",
     "as_transitions",
     "check_agent_fits",

@@ -11,10 +11,11 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 from .._types import AbstractSpace, TimeStep
 from .._validation import (
     check_in_unit_interval,
-    check_optimizer_steps_are_finite,
+    check_optimizer_first_step,
     check_parts_fit,
     check_positive_int,
     check_reads,
+    check_replay_holds_batch,
 )
 from ..agent import Agent
 from ..losses import AbstractLoss, AbstractQLoss
@@ -79,12 +80,12 @@ class DQNLearner(AbstractReplayLearner[DQNState]):
     - `network`: a feed-forward network emitting action values of the kind `loss` reads
         ([`podrace.QValues`][], or a distribution for C51 and QR-DQN).
     - `loss`: a Q-value loss.
-    - `optimizer`: an optax gradient transformation.
+    - `optimizer`: an optax gradient transformation that minimises (a positive learning rate).
     - `epsilon`: the exploration probability: a number, or a schedule over the
         number of environment transitions (e.g. `optax.linear_schedule(1.0, 0.05, 10_000)`);
         the learner's `policy` is [`podrace.policies.EpsilonGreedy`][] with it.
     - `buffer_size`: how many transitions the replay buffer holds, over all
-        environments and devices.
+        environments and devices; at least `batch_size`.
     - `batch_size`: sequences per gradient step, per device.
     - `sequence_length`: time steps per sampled sequence (2 for one-step targets,
         `n + 1` for n-step targets).
@@ -148,11 +149,12 @@ class DQNLearner(AbstractReplayLearner[DQNState]):
         check_reads(self.network, self.loss, role="loss")
         for name in ("batch_size", "min_replay_size", "gradient_steps", "target_update_period"):
             check_positive_int("DQNLearner", name, getattr(self, name))
+        check_replay_holds_batch("DQNLearner", self.replay.buffer_size, self.batch_size)
         check_in_unit_interval("DQNLearner", "tau", self.tau)
         if jax.tree.leaves(self.network.initial_carry()):
             raise ValueError("DQNLearner replays feed-forward networks only; this network has a recurrent carry.")
         params = eqx.filter(self.network, eqx.is_inexact_array)
-        check_optimizer_steps_are_finite("DQNLearner", "optimizer", self.optimizer, params)
+        check_optimizer_first_step("DQNLearner", "optimizer", self.optimizer, params)
 
     def init(self, key: PRNGKeyArray, timestep: TimeStep) -> DQNState:
         """The initial state, with an empty replay buffer sized for the environments of `timestep`.

@@ -9,7 +9,7 @@ import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, TimeStep, Trajectory
-from .._validation import check_optimizer_steps_are_finite, check_parts_fit, check_positive_int, check_reads
+from .._validation import check_optimizer_first_step, check_parts_fit, check_positive_int, check_reads
 from ..agent import AbstractAgent, Agent
 from ..losses import AbstractLoss, AbstractTrajectoryLoss
 from ..networks import AbstractNetwork
@@ -174,6 +174,51 @@ def gradient_step(
     return apply_gradients(optimizer, params, opt_state, grads, loss, terms, check_nans=check_nans)
 
 
+class AbstractGradientLearner(AbstractLearner[StateT]):
+    """A learner whose update is one gradient step of one loss, which an executor may
+    take in two halves apart: the gradient where the experience is (a Ray gradient
+    worker), the optimiser's step where the state is
+    ([`podrace.executors.ray_actors.train_with_ray_gradients`][])."""
+
+    @abc.abstractmethod
+    def check_one_gradient_step(self, owner: str) -> None:
+        """Raises `ValueError`, naming `owner` and the fix, unless each update is one gradient step."""
+
+    @abc.abstractmethod
+    def gradients(
+        self, agent: AbstractAgent, trajectory: Trajectory
+    ) -> tuple[Float[Array, ""], LossTerms, PyTree[Array]]:
+        """The loss on `trajectory`, its named terms and its gradient at the trainable
+        arrays of `agent`'s network.
+
+        **Arguments:**
+
+        - `agent`: the acting agent, `agent(state)`.
+        - `trajectory`: a batch of trajectories it collected `[T + 1, B]`.
+        """
+
+    @abc.abstractmethod
+    def step_with_gradients(
+        self,
+        state: StateT,
+        gradients: PyTree[Array],
+        loss: Float[Array, ""],
+        terms: LossTerms,
+        *,
+        new_transitions: Int[Array, ""],
+    ) -> tuple[StateT, UpdateMetrics]:
+        """The update `update` takes with these gradients: one optimiser step along
+        `gradients` (reduced over workers), with `new_transitions` more learnt from.
+
+        **Arguments:**
+
+        - `state`: the learner state.
+        - `gradients`: shaped as the trainable arrays of `network_at(state)`.
+        - `loss`, `terms`: the loss and its terms that the gradients are of (for the metrics).
+        - `new_transitions`: the environment transitions the gradients were computed on.
+        """
+
+
 @final
 class LearnerState(eqx.Module):
     """Everything a [`podrace.Learner`][] updates.
@@ -196,7 +241,7 @@ class LearnerState(eqx.Module):
 
 
 @final
-class Learner(AbstractLearner[LearnerState]):
+class Learner(AbstractGradientLearner[LearnerState]):
     """An on-policy learner: a network, the policy that acts with it, a loss and an optax optimiser.
 
     Each update learns from the rollout just collected: `num_epochs` passes over it,
@@ -220,7 +265,7 @@ class Learner(AbstractLearner[LearnerState]):
     - `network`: the network (its arrays are the initial parameters).
     - `policy`: the behaviour policy over the network's outputs.
     - `loss`: the objective, e.g. [`podrace.losses.TDLambdaQLoss`][].
-    - `optimizer`: an optax gradient transformation.
+    - `optimizer`: an optax gradient transformation that minimises (a positive learning rate).
     - `num_epochs`: passes over each rollout.
     - `num_minibatches`: minibatches per pass; must divide the number of environments
         per device (of transitions per device, `num_envs * rollout_length`, for
@@ -252,7 +297,7 @@ class Learner(AbstractLearner[LearnerState]):
         check_positive_int("Learner", "num_epochs", self.num_epochs)
         check_positive_int("Learner", "num_minibatches", self.num_minibatches)
         params = eqx.filter(self.network, eqx.is_inexact_array)
-        check_optimizer_steps_are_finite("Learner", "optimizer", self.optimizer, params)
+        check_optimizer_first_step("Learner", "optimizer", self.optimizer, params)
         if self.minibatches_of not in ("trajectories", "transitions"):
             raise ValueError(
                 f"Learner: minibatches_of must be 'trajectories' or 'transitions', got {self.minibatches_of!r}."
@@ -311,6 +356,39 @@ class Learner(AbstractLearner[LearnerState]):
 
     def network_at(self, state: LearnerState) -> AbstractNetwork:
         return self.network_with(state.params)
+
+    def check_one_gradient_step(self, owner: str) -> None:
+        if self.num_epochs != 1 or self.num_minibatches != 1:
+            raise ValueError(
+                f"{owner} takes one gradient step per update: build the Learner with "
+                f"num_epochs=1 and num_minibatches=1 (got {self.num_epochs} and {self.num_minibatches})."
+            )
+
+    def gradients(
+        self, agent: AbstractAgent, trajectory: Trajectory
+    ) -> tuple[Float[Array, ""], LossTerms, PyTree[Array]]:
+        if not isinstance(agent, Agent):
+            raise TypeError(f"Learner.gradients takes the Agent of agent(state), got {type(agent).__name__}.")
+        policy = agent.policy
+        params = eqx.filter(agent.network, eqx.is_inexact_array)
+        return loss_gradients(
+            lambda params: self.loss(Agent(self.network_with(params), policy), trajectory), params, axis_name=None
+        )
+
+    def step_with_gradients(
+        self,
+        state: LearnerState,
+        gradients: PyTree[Array],
+        loss: Float[Array, ""],
+        terms: LossTerms,
+        *,
+        new_transitions: Int[Array, ""],
+    ) -> tuple[LearnerState, UpdateMetrics]:
+        params, opt_state, metrics = apply_gradients(
+            self.optimizer, state.params, state.opt_state, gradients, loss, terms, check_nans=self.check_nans
+        )
+        num_transitions = state.num_transitions + new_transitions
+        return LearnerState(params, opt_state, state.num_updates + 1, num_transitions, state.key), metrics
 
     def agent(self, state: LearnerState) -> Agent:
         return Agent(self.network_at(state), self.policy.at(state.num_transitions))

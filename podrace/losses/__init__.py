@@ -1,6 +1,15 @@
 """Losses: pure, unbatched functions and the loss modules built on them."""
 
 from .a2c import A2CLoss as A2CLoss
+from .actor_critic_base import (
+    AbstractDeterministicActorLoss as AbstractDeterministicActorLoss,
+    AbstractDeterministicCriticLoss as AbstractDeterministicCriticLoss,
+    AbstractSoftActorLoss as AbstractSoftActorLoss,
+    AbstractSoftCriticLoss as AbstractSoftCriticLoss,
+    AbstractTemperatureLoss as AbstractTemperatureLoss,
+    Transitions as Transitions,
+    one_step_transitions as one_step_transitions,
+)
 from .base import (
     AbstractLoss as AbstractLoss,
     AbstractQLoss as AbstractQLoss,
@@ -17,6 +26,13 @@ from .base import (
     transition_mask as transition_mask,
 )
 from .c51 import CategoricalQLoss as CategoricalQLoss, categorical_projection as categorical_projection
+from .deterministic_actor import DeterministicActorLoss as DeterministicActorLoss
+from .discrete_sac import (
+    DiscreteSACActorLoss as DiscreteSACActorLoss,
+    DiscreteSACCriticLoss as DiscreteSACCriticLoss,
+    categorical_log_policy as categorical_log_policy,
+    stacked_q_values as stacked_q_values,
+)
 from .impala import VTraceLoss as VTraceLoss, vtrace as vtrace
 from .n_step_q import QLearningLoss as QLearningLoss
 from .policy_gradient import (
@@ -32,7 +48,14 @@ from .pqn import (
 )
 from .qr_dqn import QuantileQLoss as QuantileQLoss, quantile_regression_loss as quantile_regression_loss
 from .reinforce import ReinforceLoss as ReinforceLoss
+from .sac import (
+    SACActorLoss as SACActorLoss,
+    SACCriticLoss as SACCriticLoss,
+    tanh_gaussian_actions as tanh_gaussian_actions,
+)
+from .td3 import TD3CriticLoss as TD3CriticLoss, critic_regression_loss as critic_regression_loss
 from .td_lambda_q import TDLambdaQLoss as TDLambdaQLoss
+from .temperature import TemperatureLoss as TemperatureLoss
 from .value_learning import (
     discounted_returns as discounted_returns,
     double_q_learning as double_q_learning,
@@ -62,6 +85,24 @@ __all__ = [
     "CategoricalQLoss",
     "QuantileQLoss",
     "VTraceLoss",
+    "AbstractDeterministicCriticLoss",
+    "AbstractDeterministicActorLoss",
+    "AbstractSoftCriticLoss",
+    "AbstractSoftActorLoss",
+    "AbstractTemperatureLoss",
+    "TD3CriticLoss",
+    "DeterministicActorLoss",
+    "SACCriticLoss",
+    "SACActorLoss",
+    "DiscreteSACCriticLoss",
+    "DiscreteSACActorLoss",
+    "TemperatureLoss",
+    "Transitions",
+    "one_step_transitions",
+    "critic_regression_loss",
+    "tanh_gaussian_actions",
+    "stacked_q_values",
+    "categorical_log_policy",
     "mean_over_trajectories",
     "bootstrap_agent",
     "bootstrap_values",

@@ -1,12 +1,14 @@
 """Networks: an abstract interface with a recurrent carry, torsos and heads, and their initialisations."""
 
-from ._base import AbstractNetwork as AbstractNetwork, unroll_step_by_step as unroll_step_by_step
-from .critics import AbstractCritic as AbstractCritic, MLPCritic as MLPCritic
-from .feedforward import (
-    AbstractFeedForwardNetwork as AbstractFeedForwardNetwork,
-    ActorCriticNetwork as ActorCriticNetwork,
-    FeedForwardNetwork as FeedForwardNetwork,
+from ._base import (
+    AbstractActionRewardNetwork as AbstractActionRewardNetwork,
+    AbstractNetwork as AbstractNetwork,
+    AbstractRecurrentNetwork as AbstractRecurrentNetwork,
+    AbstractSequenceNetwork as AbstractSequenceNetwork,
+    unroll_step_by_step as unroll_step_by_step,
 )
+from .critics import AbstractCritic as AbstractCritic, MLPCritic as MLPCritic
+from .feedforward import ActorCriticNetwork as ActorCriticNetwork, FeedForwardNetwork as FeedForwardNetwork
 from .heads import (
     AbstractHead as AbstractHead,
     AbstractValueHead as AbstractValueHead,
@@ -41,12 +43,14 @@ from .torsos import (
 
 
 __all__ = [
-    "AbstractFeedForwardNetwork",
+    "AbstractActionRewardNetwork",
     "AbstractCore",
     "AbstractCritic",
     "AbstractHead",
     "AbstractInitialization",
     "AbstractNetwork",
+    "AbstractRecurrentNetwork",
+    "AbstractSequenceNetwork",
     "AbstractTorso",
     "AbstractValueHead",
     "ActorCriticNetwork",

@@ -1,8 +1,7 @@
 from typing import Generic, TypeVar, final
 
 import equinox as eqx
-import jax
-from jaxtyping import Array, Bool, PyTree
+from jaxtyping import Array, PyTree
 
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput
 from ._base import AbstractNetwork
@@ -13,29 +12,8 @@ from .torsos import AbstractTorso
 OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
 
 
-class AbstractFeedForwardNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
-    """A network without recurrent state: empty carry, and `unroll` is a `vmap` over time.
-
-    Subclasses implement `__call__`, `output_type` and `num_actions`; they read plain
-    observations.
-    """
-
-    @property
-    def reads_previous_action_reward(self) -> bool:
-        return False
-
-    def initial_carry(self) -> tuple[()]:
-        return ()
-
-    def unroll(
-        self, observations: PyTree[Array], carry: tuple[()], is_first: Bool[Array, " T"]
-    ) -> tuple[OutputT, tuple[()]]:
-        del is_first
-        return jax.vmap(lambda observation: self(observation, carry)[0])(observations), carry
-
-
 @final
-class FeedForwardNetwork(AbstractFeedForwardNetwork[OutputT], Generic[OutputT]):
+class FeedForwardNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
     """A torso followed by a head, with an empty carry.
 
     **Arguments:**
@@ -70,7 +48,7 @@ class FeedForwardNetwork(AbstractFeedForwardNetwork[OutputT], Generic[OutputT]):
 
 
 @final
-class ActorCriticNetwork(AbstractFeedForwardNetwork[OutputT], Generic[OutputT]):
+class ActorCriticNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
     """A policy network and a separate value network, sharing no parameters.
 
     Emits the policy head's output with the critic's value in it. Keeping the critic

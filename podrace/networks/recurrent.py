@@ -11,7 +11,7 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 
 from .._types import AbstractNetworkOutput, ObservationActionReward
 from .._validation import check_positive_int
-from ._base import AbstractNetwork
+from ._base import AbstractActionRewardNetwork, AbstractRecurrentNetwork, AbstractSequenceNetwork
 from ._layers import init_layers
 from .heads import AbstractHead
 from .torsos import AbstractTorso
@@ -150,7 +150,12 @@ class LSTMCore(AbstractCore):
 
 
 @final
-class RecurrentNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
+class RecurrentNetwork(
+    AbstractRecurrentNetwork[OutputT],
+    AbstractSequenceNetwork[OutputT],
+    AbstractActionRewardNetwork[OutputT],
+    Generic[OutputT],
+):
     """A torso, a recurrent core and a head: `head(core(torso(observation), carry))`.
 
     The carry is the core's; [`podrace.networks.AbstractNetwork.unroll`][] and every
@@ -181,7 +186,19 @@ class RecurrentNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
     torso: AbstractTorso
     core: AbstractCore
     head: AbstractHead[OutputT]
-    previous_action_reward: bool = eqx.field(default=False, static=True)
+    previous_action_reward: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        torso: AbstractTorso,
+        core: AbstractCore,
+        head: AbstractHead[OutputT],
+        previous_action_reward: bool = False,
+    ):
+        self.torso = torso
+        self.core = core
+        self.head = head
+        self.previous_action_reward = previous_action_reward
 
     def __check_init__(self):
         extra = self.head.num_actions + 1 if self.previous_action_reward else 0
@@ -205,11 +222,7 @@ class RecurrentNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
     def num_actions(self) -> int:
         return self.head.num_actions
 
-    @property
-    def reads_previous_action_reward(self) -> bool:
-        return self.previous_action_reward
-
-    def initial_carry(self) -> PyTree[Array]:
+    def initial_state(self) -> PyTree[Array]:
         return self.core.initial_carry()
 
     def _core_input(self, observation: PyTree[Array]) -> Float[Array, " core_input"]:
@@ -242,7 +255,7 @@ class RecurrentNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
         features, carry = self.core(self._core_input(observation), carry)
         return self.head(features), carry
 
-    def unroll(
+    def unroll_sequence(
         self, observations: PyTree[Array], carry: PyTree[Array], is_first: Bool[Array, " T"]
     ) -> tuple[OutputT, PyTree[Array]]:
         """As [`podrace.networks.AbstractNetwork.unroll`][], with only the core inside the

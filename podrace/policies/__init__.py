@@ -1,7 +1,9 @@
 """Policies: from a network output to an action, its log-probability and entropy."""
 
 from ._policies import (
+    AbstractDeterministicPolicy as AbstractDeterministicPolicy,
     AbstractPolicy as AbstractPolicy,
+    AbstractScheduledPolicy as AbstractScheduledPolicy,
     Categorical as Categorical,
     Deterministic as Deterministic,
     EpsilonGreedy as EpsilonGreedy,
@@ -18,7 +20,9 @@ from ._policies import (
 
 
 __all__ = [
+    "AbstractDeterministicPolicy",
     "AbstractPolicy",
+    "AbstractScheduledPolicy",
     "Categorical",
     "Deterministic",
     "EpsilonGreedy",

@@ -1,5 +1,4 @@
 import abc
-import dataclasses
 from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 import distrax
@@ -41,7 +40,9 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
 
     Each policy reads one kind of network output (`input_type`) and supports one kind
     of action space; [`podrace.Learner`][] and [`podrace.Anakin`][] check both when
-    they are built.
+    they are built. A policy that chooses without randomness is also an
+    [`podrace.policies.AbstractDeterministicPolicy`][], and one whose parameters follow
+    schedules an [`podrace.policies.AbstractScheduledPolicy`][].
     """
 
     input_type: AbstractClassVar[type[AbstractNetworkOutput]]
@@ -65,26 +66,52 @@ class AbstractPolicy(eqx.Module, Generic[OutputT]):
         """
 
     def at(self, step: Int[Array, ""]) -> "AbstractPolicy[OutputT]":
-        """The policy that acts after `step` environment steps.
-
-        A policy whose parameter follows a schedule keeps it in a field `NAME_schedule`
-        beside the parameter `NAME` (as [`podrace.policies.EpsilonGreedy`][] does with
-        an optax schedule); here each such parameter takes its schedule's value at
-        `step`. A learner calls this when it builds the acting agent.
+        """The policy that acts after `step` environment steps: the `scheduled_at(step)` of
+        an [`podrace.policies.AbstractScheduledPolicy`][], this policy itself for any other.
+        A learner calls this when it builds the acting agent.
         """
-        names = [
-            field.name.removesuffix("_schedule")
-            for field in dataclasses.fields(self)
-            if field.name.endswith("_schedule") and getattr(self, field.name) is not None
-        ]
-        if not names:
-            return self
-        values = [jnp.asarray(getattr(self, f"{name}_schedule")(step), jnp.float32) for name in names]
-        return eqx.tree_at(lambda policy: [getattr(policy, name) for name in names], self, values)
+        if isinstance(self, AbstractScheduledPolicy):
+            return self.scheduled_at(step)
+        return self
 
     @abc.abstractmethod
     def check_action_space(self, action_space: AbstractSpace) -> None:
         """Raises `ValueError` if this policy cannot act in `action_space`."""
+
+
+class AbstractDeterministicPolicy(AbstractPolicy[OutputT]):
+    """A policy that chooses its action without randomness: the same network output gives
+    the same action.
+
+    A subclass implements `action` beside `distribution` and `check_action_space`;
+    calling the policy takes that action, with its log-probability under `distribution`
+    and the entropy. [`podrace.export.export_policy`][] exports these policies, whose
+    action is a function of the observation alone.
+    """
+
+    @abc.abstractmethod
+    def action(self, output: OutputT) -> Array:
+        """The action it takes for one network output, without its distribution (as an
+        exported policy computes it)."""
+
+    def __call__(self, output: OutputT, key: PRNGKeyArray) -> PolicyStep:
+        del key
+        return choose(self.distribution(output), self.action(output))
+
+
+class AbstractScheduledPolicy(AbstractPolicy[OutputT]):
+    """A policy with parameters that follow schedules over environment steps (as
+    [`podrace.policies.EpsilonGreedy`][]'s `epsilon` can).
+
+    A subclass implements `scheduled_at` beside what defines every
+    [`podrace.policies.AbstractPolicy`][]; [`at`][podrace.policies.AbstractPolicy.at]
+    returns it.
+    """
+
+    @abc.abstractmethod
+    def scheduled_at(self, step: Int[Array, ""]) -> "AbstractScheduledPolicy[OutputT]":
+        """This policy with each scheduled parameter at its schedule's value after `step`
+        environment steps (the policy itself where no parameter has a schedule)."""
 
 
 def sample(distribution: distrax.Distribution, key: PRNGKeyArray) -> PolicyStep:
@@ -102,6 +129,11 @@ def _value_or_schedule(value: ArrayLike | optax.Schedule) -> tuple[optax.Schedul
     """A policy parameter given as a number or a schedule: `(schedule or None, value at step 0)`."""
     schedule = value if callable(value) else None
     return schedule, jnp.asarray(value(0) if callable(value) else value, jnp.float32)
+
+
+def _value_at(schedule: optax.Schedule | None, value: Float[Array, ""], step: Int[Array, ""]) -> Float[Array, ""]:
+    """A policy parameter after `step` environment steps: its schedule's value, or `value` without a schedule."""
+    return value if schedule is None else jnp.asarray(schedule(step), jnp.float32)
 
 
 def with_random_actions(
@@ -148,7 +180,7 @@ def check_discrete(policy: AbstractPolicy, action_space: AbstractSpace) -> None:
 
 
 @final
-class Greedy(AbstractPolicy[AbstractActionValues]):
+class Greedy(AbstractDeterministicPolicy[AbstractActionValues]):
     """Takes the action of highest value (the first one on ties).
 
     The reported log-probability and entropy are those of a uniform choice among the
@@ -160,12 +192,7 @@ class Greedy(AbstractPolicy[AbstractActionValues]):
     def distribution(self, output: AbstractActionValues) -> distrax.Greedy:
         return distrax.Greedy(output.q_values)
 
-    def __call__(self, output: AbstractActionValues, key: PRNGKeyArray) -> PolicyStep:
-        del key
-        return choose(self.distribution(output), self.action(output))
-
     def action(self, output: AbstractActionValues) -> Int[Array, ""]:
-        """The action it takes, without its distribution (as an exported policy computes it)."""
         return jnp.argmax(output.q_values).astype(jnp.int32)
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
@@ -173,7 +200,7 @@ class Greedy(AbstractPolicy[AbstractActionValues]):
 
 
 @final
-class EpsilonGreedy(AbstractPolicy[AbstractActionValues]):
+class EpsilonGreedy(AbstractScheduledPolicy[AbstractActionValues]):
     """With probability `epsilon` a uniformly random action, otherwise a greedy one.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 2.2.
@@ -195,6 +222,12 @@ class EpsilonGreedy(AbstractPolicy[AbstractActionValues]):
 
     def __check_init__(self):
         check_in_unit_interval("EpsilonGreedy", "epsilon", self.epsilon)
+
+    def scheduled_at(self, step: Int[Array, ""]) -> "EpsilonGreedy":
+        if self.epsilon_schedule is None:
+            return self
+        epsilon = jnp.asarray(self.epsilon_schedule(step), jnp.float32)
+        return eqx.tree_at(lambda policy: policy.epsilon, self, epsilon)
 
     def distribution(self, output: AbstractActionValues) -> distrax.EpsilonGreedy:
         return distrax.EpsilonGreedy(output.q_values, self.epsilon)  # pyright: ignore[reportArgumentType]
@@ -294,7 +327,7 @@ def tanh_gaussian_step(output: TanhGaussianParams, key: PRNGKeyArray) -> PolicyS
 
 
 @final
-class TanhGaussian(AbstractPolicy[TanhGaussianParams]):
+class TanhGaussian(AbstractScheduledPolicy[TanhGaussianParams]):
     """Samples bounded action vectors from the tanh-squashed Gaussian of a
     [`podrace.networks.TanhGaussianHead`][].
 
@@ -327,6 +360,12 @@ class TanhGaussian(AbstractPolicy[TanhGaussianParams]):
     def __check_init__(self):
         check_in_unit_interval("TanhGaussian", "random_action_probability", self.random_action_probability)
 
+    def scheduled_at(self, step: Int[Array, ""]) -> "TanhGaussian":
+        if self.random_action_probability_schedule is None:
+            return self
+        probability = jnp.asarray(self.random_action_probability_schedule(step), jnp.float32)
+        return eqx.tree_at(lambda policy: policy.random_action_probability, self, probability)
+
     def distribution(self, output: TanhGaussianParams) -> distrax.MixtureOfTwo:
         return with_random_actions(output.distribution(), output, self.random_action_probability)
 
@@ -346,7 +385,7 @@ class TanhGaussian(AbstractPolicy[TanhGaussianParams]):
 
 
 @final
-class Deterministic(AbstractPolicy[DeterministicAction]):
+class Deterministic(AbstractDeterministicPolicy[DeterministicAction]):
     """Takes the action a deterministic actor emits (a [`podrace.DeterministicAction`][]),
     with log-probability and entropy 0: to evaluate a DDPG or TD3 actor."""
 
@@ -355,12 +394,7 @@ class Deterministic(AbstractPolicy[DeterministicAction]):
     def distribution(self, output: DeterministicAction) -> distrax.Independent:
         return distrax.Independent(distrax.Deterministic(output.action), reinterpreted_batch_ndims=1)
 
-    def __call__(self, output: DeterministicAction, key: PRNGKeyArray) -> PolicyStep:
-        del key
-        return choose(self.distribution(output), self.action(output))
-
     def action(self, output: DeterministicAction) -> Float[Array, " action_size"]:
-        """The action it takes, without its distribution (as an exported policy computes it)."""
         return output.action
 
     def check_action_space(self, action_space: AbstractSpace) -> None:
@@ -370,7 +404,7 @@ class Deterministic(AbstractPolicy[DeterministicAction]):
 
 
 @final
-class GaussianNoise(AbstractPolicy[DeterministicAction]):
+class GaussianNoise(AbstractScheduledPolicy[DeterministicAction]):
     """Explores around a deterministic actor's action with Gaussian noise, clipped to its bounds.
 
     The noise's standard deviation is `std` times half the width of the action bounds
@@ -413,6 +447,15 @@ class GaussianNoise(AbstractPolicy[DeterministicAction]):
         check_positive("GaussianNoise", "std", self.std)
         check_in_unit_interval("GaussianNoise", "random_action_probability", self.random_action_probability)
 
+    def scheduled_at(self, step: Int[Array, ""]) -> "GaussianNoise":
+        if self.std_schedule is None and self.random_action_probability_schedule is None:
+            return self
+        values = (
+            _value_at(self.std_schedule, self.std, step),
+            _value_at(self.random_action_probability_schedule, self.random_action_probability, step),
+        )
+        return eqx.tree_at(lambda policy: (policy.std, policy.random_action_probability), self, values)
+
     def noise(self, output: DeterministicAction) -> distrax.MultivariateNormalDiag:
         """The Gaussian around the actor's action."""
         scale = self.std * (output.high - output.low) / 2
@@ -436,7 +479,7 @@ class GaussianNoise(AbstractPolicy[DeterministicAction]):
 
 
 @final
-class Mode(AbstractPolicy[AbstractPolicyOutput]):
+class Mode(AbstractDeterministicPolicy[AbstractPolicyOutput]):
     """Takes the most likely action of a policy head: the mode of its action distribution.
 
     The deterministic counterpart of [`podrace.policies.Categorical`][],
@@ -458,12 +501,7 @@ class Mode(AbstractPolicy[AbstractPolicyOutput]):
     def distribution(self, output: AbstractPolicyOutput) -> distrax.Distribution:
         return output.distribution()
 
-    def __call__(self, output: AbstractPolicyOutput, key: PRNGKeyArray) -> PolicyStep:
-        del key
-        return choose(self.distribution(output), self.action(output))
-
     def action(self, output: AbstractPolicyOutput) -> Array:
-        """The action it takes, without its distribution (as an exported policy computes it)."""
         return output.mode()
 
     def check_action_space(self, action_space: AbstractSpace) -> None:

@@ -1,0 +1,108 @@
+"""Soft Actor-Critic's critic and actor objectives for discrete actions, with the
+expectations over actions taken exactly."""
+
+from typing import final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree
+
+from .._types import PolicyLogits
+from .._validation import check_in_unit_interval
+from ..networks import AbstractNetwork
+from ..results import LossTerms
+from .actor_critic_base import AbstractSoftActorLoss, AbstractSoftCriticLoss, Transitions
+
+
+def stacked_q_values(critic: AbstractNetwork, observation: PyTree[Array]) -> Float[Array, "B num_critics num_actions"]:
+    """Every critic's action values of a batch of observations, from Q-networks stacked
+    into one network (their arrays with a leading axis of critics)."""
+    values = eqx.filter_vmap(lambda c: jax.vmap(lambda o: c(o, ())[0].q_values)(observation))(critic)
+    return jnp.moveaxis(values, 0, 1)
+
+
+def categorical_log_policy(actor: AbstractNetwork, observation: PyTree[Array]) -> Float[Array, "B num_actions"]:
+    """The log-probabilities of every action under a logits actor, for a batch of observations."""
+    return jax.nn.log_softmax(jax.vmap(lambda o: actor(o, ())[0].logits)(observation))
+
+
+@final
+class DiscreteSACCriticLoss(AbstractSoftCriticLoss[AbstractNetwork]):
+    """Soft Q-learning over discrete actions, with clipped double critics.
+
+    Every critic's value of the action taken regresses onto
+    `r + discount * d * sum_a' pi(a'|s') (min_i Q'_i(s', a') - alpha log pi(a'|s'))`:
+    the next state's soft value in expectation over the policy, without sampling.
+    The critics are Q-networks stacked into one (see
+    [`podrace.learners.DiscreteSACLearner`][]).
+
+    Reference: Christodoulou, "Soft Actor-Critic for Discrete Action Settings", 2019, eq. 10.
+
+    **Arguments:**
+
+    - `discount`: the agent's discount factor, in [0, 1].
+    """
+
+    input_type = PolicyLogits
+    discount: Float[Array, ""]
+
+    def __init__(self, *, discount: ArrayLike = 0.99):
+        self.discount = jnp.asarray(discount, jnp.float32)
+
+    def __check_init__(self):
+        check_in_unit_interval("DiscreteSACCriticLoss", "discount", self.discount)
+
+    def targets(
+        self,
+        transitions: Transitions,
+        *,
+        actor: AbstractNetwork,
+        target_critic: AbstractNetwork,
+        temperature: Float[Array, ""],
+        key: PRNGKeyArray,
+    ) -> Float[Array, " B"]:
+        del key  # the expectation over next actions is exact
+        next_log_policy = categorical_log_policy(actor, transitions.next_observation)
+        next_values = jnp.min(stacked_q_values(target_critic, transitions.next_observation), axis=1)
+        soft_value = jnp.sum(jnp.exp(next_log_policy) * (next_values - temperature * next_log_policy), axis=-1)
+        return jax.lax.stop_gradient(transitions.reward + self.discount * transitions.discount * soft_value)
+
+    def __call__(
+        self, critic: AbstractNetwork, transitions: Transitions, targets: Float[Array, " B"]
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        values = stacked_q_values(critic, transitions.observation)  # [batch, critics, actions]
+        taken = jnp.take_along_axis(values, transitions.action[:, None, None], axis=-1)[..., 0]
+        loss = jnp.mean(transitions.mask * jnp.sum(jnp.square(taken - targets[:, None]), axis=-1))
+        return loss, {"critic": loss}
+
+
+@final
+class DiscreteSACActorLoss(AbstractSoftActorLoss[AbstractNetwork]):
+    """The actor minimises `sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a))`, averaged
+    over the unmasked transitions; its `entropy` term is the policy's exact mean entropy.
+
+    Reference: Christodoulou, "Soft Actor-Critic for Discrete Action Settings", 2019, eq. 12.
+    """
+
+    input_type = PolicyLogits
+
+    def __call__(
+        self,
+        actor: AbstractNetwork,
+        transitions: Transitions,
+        *,
+        critic: AbstractNetwork,
+        temperature: Float[Array, ""],
+        key: PRNGKeyArray,
+    ) -> tuple[Float[Array, ""], LossTerms]:
+        del key  # the expectation over actions is exact
+        mask = transitions.mask
+        num_transitions = jnp.maximum(jnp.sum(mask), 1.0)
+        values = jax.lax.stop_gradient(jnp.min(stacked_q_values(critic, transitions.observation), axis=1))
+        log_policy = categorical_log_policy(actor, transitions.observation)
+        policy = jnp.exp(log_policy)
+        per_state = jnp.sum(policy * (temperature * log_policy - values), axis=-1)
+        entropy = -jnp.sum(policy * log_policy, axis=-1)
+        loss = jnp.sum(mask * per_state) / num_transitions
+        return loss, {"actor": loss, "entropy": jnp.sum(mask * entropy) / num_transitions}
