@@ -209,15 +209,19 @@ class SquaredTD3CriticLoss(pr.losses.AbstractDeterministicCriticLoss):
         return loss, {"critic": loss}
 
 
-def _train_td3(critic_loss: pr.losses.AbstractDeterministicCriticLoss | None, num_updates: int = 40):
+def _train_td3(critic_loss: pr.losses.AbstractDeterministicCriticLoss | None, num_updates: int = 6):
+    """TD3 on `Point` with `critic_loss`, updated on the same random rollouts."""
     default = helpers.td3_learner(jax.random.key(0))
     kwargs = dict(buffer_size=240, batch_size=4, min_replay_size=12, gradient_steps=3)
     learner = pr.learners.TD3Learner(
         default.actor, default.critic, helpers.ADAM, helpers.ADAM, critic_loss=critic_loss, **kwargs
     )
-    pipeline = pr.Anakin(helpers.Point(), learner, num_envs=4, rollout_length=2)
-    result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=num_updates)
-    return result.state.learner
+    trajectory = helpers.LEARNERS["td3"].random_trajectory(learner.initial_agent(), 0, 6, 3)
+    state = learner.init(jax.random.key(1), jax.tree.map(lambda x: x[0], trajectory.timestep))
+    update = eqx.filter_jit(learner.update)
+    for _ in range(num_updates):
+        state, _ = update(state, trajectory)
+    return state
 
 
 def test_td3_trains_with_a_critic_loss_written_outside_the_library():
