@@ -13,6 +13,7 @@ from .._validation import check_in_unit_interval
 from ..networks import AbstractNetwork
 from ..results import LossTerms
 from .actor_critic_base import AbstractSoftActorLoss, AbstractSoftCriticLoss, Transitions
+from .td3 import critic_regression_loss
 
 
 def stacked_q_values(critic: AbstractNetwork, observation: PyTree[Array]) -> Float[Array, "B num_critics num_actions"]:
@@ -73,7 +74,7 @@ class DiscreteSACCriticLoss(AbstractSoftCriticLoss[AbstractNetwork]):
     ) -> tuple[Float[Array, ""], LossTerms]:
         values = stacked_q_values(critic, transitions.observation)  # [batch, critics, actions]
         taken = jnp.take_along_axis(values, transitions.action[:, None, None], axis=-1)[..., 0]
-        loss = jnp.mean(transitions.mask * jnp.sum(jnp.square(taken - targets[:, None]), axis=-1))
+        loss = critic_regression_loss(taken, targets, transitions.mask)
         return loss, {"critic": loss}
 
 
