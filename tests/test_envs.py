@@ -570,3 +570,8 @@ def test_catch_spaces():
     env = pr.envs.Catch(rows=6, columns=4)
     assert env.observation_space.shape == (6, 4, 1) and env.observation_space.dtype == jnp.float32
     assert env.action_space.num_values == 3
+
+
+def test_the_earlier_cannot_render_is_refused_with_what_to_write_instead():
+    with pytest.raises(AttributeError, match=r"subclasses podrace\.envs\.AbstractRenderableEnv"):
+        pr.envs.cannot_render  # noqa: B018

@@ -896,3 +896,8 @@ def test_the_built_in_networks_opt_into_what_they_use():
             rtol=0,
             atol=0,
         )
+
+
+def test_the_earlier_feed_forward_base_is_refused_with_what_to_write_instead():
+    with pytest.raises(AttributeError, match=r"subclass podrace\.networks\.AbstractNetwork"):
+        pr.networks.AbstractFeedForwardNetwork  # noqa: B018

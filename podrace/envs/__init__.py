@@ -80,3 +80,14 @@ __all__ = [
     "TimeLimitState",
     "TruncationAsTermination",
 ]
+
+
+def __getattr__(name: str):
+    """Names of earlier releases, each refused with what to write instead."""
+    if name == "cannot_render":
+        raise AttributeError(
+            "podrace.envs.cannot_render is gone: an environment that does not draw leaves out render; "
+            "one that draws subclasses podrace.envs.AbstractRenderableEnv, and callers draw through "
+            "podrace.envs.render(env, state)."
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -76,3 +76,13 @@ __all__ = [
     "unroll_step_by_step",
     "ValueHead",
 ]
+
+
+def __getattr__(name: str):
+    """Names of earlier releases, each refused with what to write instead."""
+    if name == "AbstractFeedForwardNetwork":
+        raise AttributeError(
+            "podrace.networks.AbstractFeedForwardNetwork is gone: subclass podrace.networks.AbstractNetwork, "
+            "which now supplies the empty carry, plain observations and a vmapped unroll itself."
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
