@@ -33,7 +33,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import podrace as pr
-from podrace import _cli_tasks as tasks
+from podrace import configs
 
 
 class _Reached(Exception):
@@ -94,16 +94,14 @@ def brax_seconds(threshold: float, seed: int) -> float:
 
 def podrace_seconds(threshold: float, seed: int, num_updates: int, updates_per_call: int) -> float:
     """Seconds until podrace's PPO first evaluates at `threshold` or more."""
-    settings = dataclasses.replace(
-        tasks.default_settings("brax:inverted_pendulum", "ppo"),
-        seed=seed,
-        normalize_observations=True,
-        normalize_rewards=True,
+    config = dataclasses.replace(
+        configs.default_config("brax:inverted_pendulum", "ppo"), normalize_observations=True, normalize_rewards=True
     )
     start = time.perf_counter()
-    pipeline, key = tasks.make_run(settings)
+    pipeline, key = configs.Run("brax:inverted_pendulum", config, seed=seed).make()
     assert isinstance(pipeline, pr.Anakin)
-    policy = tasks.training_policy(settings, pipeline.env.action_space)
+    assert isinstance(config, configs.OnPolicyConfig)
+    policy = config.training_policy(pipeline.env.action_space)
     state = pipeline.init(key)
     for call in range(num_updates // updates_per_call):
         state = pipeline.train(state, num_updates=updates_per_call).state

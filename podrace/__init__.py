@@ -2,6 +2,7 @@
 
 from . import (
     checkpoint as checkpoint,
+    configs as configs,
     distributed as distributed,
     envs as envs,
     executors as executors,

@@ -3,10 +3,8 @@
 `podrace train ENV [ALGO]` trains an agent on a built-in environment, any gymnax id
 (`gymnax:ID`), a Gymnasium id (`gymnasium:ID`, through the host collector) or an
 environment of another JAX package (`brax:ID`, `playground:ID`, `navix:ID`,
-`jumanji:ID`, `craftax:ID`, `xminigrid:ID`), with any of the algorithms of
-`_cli_tasks.ALGORITHMS`: TD(lambda) Q-learning, Q-learning, DQN, C51, QR-DQN, PQN,
-C51 with PQN's update, REINFORCE, A2C, PPO, V-trace, DDPG, TD3 and SAC (for discrete
-actions too), feed-forward or recurrent (`--core gru|lstm`) where the algorithm
+`jumanji:ID`, `craftax:ID`, `xminigrid:ID`), with any algorithm of
+`podrace.configs.ALGORITHMS`, its flags generated from its configuration's fields where the algorithm
 allows. `podrace train catch` runs the Podracer paper's Anakin experiment. `podrace
 evaluate CHECKPOINT_DIR` plays the trained agent of a checkpoint and can write a video
 of it; `podrace export CHECKPOINT_DIR` writes its deterministic policy as an ONNX model
@@ -20,7 +18,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import math
 import pathlib
 import sys
 from collections.abc import Callable
@@ -29,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from . import _cli_tasks as tasks, distributed
+from . import configs, distributed
 from ._version import __version__
 from .checkpoint import Checkpointer
 from .compilation import enable_compilation_cache
+from .configs.base import flag_name, non_negative_int, positive_float, positive_int, whole_number
 from .envs import AbstractEnv, NormalizeObservation
 from .envs._packages import import_package
 from .envs.names import GYMNASIUM_PREFIX, check_env_name, env_names_help
@@ -48,110 +46,30 @@ if TYPE_CHECKING:
 
 
 # --------------------------------------------------------------------------------------
-# Flag types: each rejects a bad value with a usage error that names the flag.
+# Flags: the run's own, and those generated from the configurations' fields.
 # --------------------------------------------------------------------------------------
 
 
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse` as an argparse type: its `ValueError` becomes a usage error that names the flag."""
 
+    def flag_type(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
 
-def _whole_number(text: str) -> int:
-    """An integer, written as one (`1000`) or as a float with no fractional part (`1e3`)."""
-    try:
-        return int(text)
-    except ValueError:
-        value = _number(text)
-    if not value.is_integer():  # NaN and infinities too
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}")
-    return int(value)
-
-
-def _positive_int(text: str) -> int:
-    value = _whole_number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = _whole_number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _number(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = _number(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative finite number, got {text}")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    value = _number(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
-
-
-def _unit_interval(text: str) -> float:
-    value = _number(text)
-    if not 0 <= value <= 1:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text}")
-    return value
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(size) for size in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers, got {text!r}") from None
-    if not sizes or min(sizes) <= 0:
-        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers, got {text!r}")
-    return sizes
+    return flag_type
 
 
 def _range(text: str) -> tuple[float, float]:
     parts = text.split(",")
     if len(parts) != 2:
-        raise argparse.ArgumentTypeError(f"expected LOW,HIGH (e.g. 1e-4,1e-2), got {text!r}")
-    low, high = (_positive_float(part) for part in parts)
+        raise ValueError(f"expected LOW,HIGH (e.g. 1e-4,1e-2), got {text!r}")
+    low, high = (positive_float(part) for part in parts)
     if not low < high:
-        raise argparse.ArgumentTypeError(f"LOW must be below HIGH, got {text!r}")
+        raise ValueError(f"LOW must be below HIGH, got {text!r}")
     return low, high
-
-
-def _gradient_clip(text: str) -> float | None:
-    return None if text == "none" else _positive_float(text)
-
-
-def _resets_per_step(text: str) -> int | None:
-    return None if text == "all" else _positive_int(text)
-
-
-def _core(text: str) -> str | None:
-    if text == "none":
-        return None
-    if text not in tasks.CORES:
-        raise argparse.ArgumentTypeError(f"must be one of {', '.join(tasks.CORES)} or none, got {text!r}")
-    return text
-
-
-def _activation(text: str) -> str:
-    if text not in tasks.ACTIVATIONS:
-        raise argparse.ArgumentTypeError(f"must be one of {', '.join(tasks.ACTIVATIONS)}, got {text!r}")
-    return text
 
 
 def _sink_names(text: str) -> list[str]:
@@ -162,92 +80,69 @@ def _sink_names(text: str) -> list[str]:
     return names
 
 
-# The flags of `podrace train` that set a field of `tasks.Settings`: (flag, type, help),
-# the type `None` for a boolean --flag / --no-flag.
-# Each defaults to the task's value (see `podrace train ENV ALGO --show-settings`).
-_SETTING_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = {
-    "run": [
+_whole_number = _flag_type(whole_number)
+_positive_int = _flag_type(positive_int)
+_non_negative_int = _flag_type(non_negative_int)
+_positive_float = _flag_type(positive_float)
+
+# The flags of a run that are not its configuration's: (field of `configs.Run`, type, help).
+_RUN_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = {
+    "seeds": [
         ("seed", _whole_number, "seed of the networks and the run (the first seed, with --seeds)"),
         ("seeds", _positive_int, "train this many seeds side by side as one population"),
-        ("num-updates", _positive_int, "total learner updates (the last call trains the rest)"),
-        ("updates-per-call", _positive_int, "updates compiled into one call"),
-        ("num-envs", _positive_int, "environments per device (a gymnasium:ID run acts and learns on one)"),
-        ("rollout-length", _positive_int, "environment steps per update"),
-        (
-            "resets-per-step",
-            _resets_per_step,
-            "at most this many environments of a device's batch reset on one step, the others that end "
-            "then starting from copies of those resets (for costly resets, as Craftax's; 'all': no limit)",
-        ),
     ],
     "population-based training (of the learning rate, with --seeds 4 or more)": [
         ("pbt", None, "exploit and explore: the lowest quarter copy the top quarter and perturb its learning rate"),
-        ("pbt-interval", _positive_int, "updates between PBT's ready steps"),
-        ("pbt-learning-rates", _range, "the log-uniform range the learning rates start in, e.g. 1e-4,1e-2"),
-    ],
-    "normalisation (JAX environments; statistics kept in the state)": [
-        ("normalize-observations", None, "normalise observations by their running mean and variance"),
-        ("normalize-rewards", None, "divide rewards by the running standard deviation of discounted returns"),
-    ],
-    "network": [
-        ("hidden", _sizes, "sizes of the MLP torso's layers, e.g. 64,64"),
-        ("activation", _activation, f"the torso's activation: {', '.join(tasks.ACTIVATIONS)}"),
-        ("core", _core, "a recurrent core between torso and head: gru, lstm or none"),
-        ("core-size", _positive_int, "the recurrent core's hidden size"),
-        ("separate-critic", None, "a separate torso for the value (policy-gradient algorithms)"),
-        ("layer-norm", None, "normalise every torso layer before its activation (as PQN does)"),
-    ],
-    "optimiser (Adam)": [
-        ("learning-rate", _positive_float, "Adam's step size"),
-        ("anneal-learning-rate", None, "decay the step size linearly to 0 over the run"),
-        ("max-grad-norm", _gradient_clip, "clip the gradients' global norm to this ('none': no clipping)"),
-    ],
-    "loss": [
-        ("discount", _unit_interval, "the agent's discount, in [0, 1]"),
-        ("lambda", _unit_interval, "the TD(lambda) / GAE / V-trace trace coefficient, in [0, 1]"),
-        ("value-coefficient", _non_negative_float, "weight of the value loss (policy-gradient algorithms)"),
-        ("entropy-coefficient", _non_negative_float, "weight of the entropy bonus (policy-gradient algorithms)"),
-        ("normalize-advantages", None, "normalise PPO's advantages per minibatch"),
-        ("baseline", None, "REINFORCE with a learnt value baseline"),
-        ("num-epochs", _positive_int, "PPO, PQN (pqn, c51-pqn): passes over each rollout"),
-        ("num-minibatches", _positive_int, "PPO, PQN: minibatches per pass (PPO's divide the environments)"),
-        ("epsilon", _unit_interval, "td-lambda's and q-learning's exploration; the final one of dqn and pqn"),
-        ("double", None, "double Q-learning targets (q-learning, dqn, c51, qr-dqn)"),
-    ],
-    "replay (dqn, c51, qr-dqn, ddpg, td3, sac)": [
-        ("buffer-size", _positive_int, "replay capacity, in transitions"),
-        ("batch-size", _positive_int, "transitions per gradient step"),
-        ("min-replay-size", _positive_int, "transitions stored before learning starts"),
-        ("gradient-steps", _positive_int, "gradient steps per update"),
-        (
-            "epsilon-decay-steps",
-            _positive_int,
-            "DQN, PQN (pqn, c51-pqn): environment steps over which epsilon falls from 1",
-        ),
-        ("target-update-period", _positive_int, "DQN: updates between copies of the target network"),
-        ("tau", _unit_interval, "ddpg, td3, sac: the Polyak step of the target networks"),
-        ("exploration-noise", _positive_float, "ddpg, td3: Gaussian action noise, relative to half the action range"),
-        ("target-noise", _non_negative_float, "td3: target policy smoothing noise, relative to half the range"),
-        ("policy-delay", _positive_int, "td3: critic steps per actor and target step"),
-        ("random-steps", _non_negative_int, "ddpg, td3, sac: environment steps of uniformly random actions first"),
-        (
-            "target-entropy",
-            _finite_float,
-            "sac: the entropy its temperature steers to (minus the action size by default; for discrete "
-            "actions 0.98 log(actions))",
-        ),
-    ],
-    "distributional (c51, qr-dqn, c51-pqn)": [
-        ("num-atoms", _positive_int, "c51, c51-pqn: returns each action's distribution sits on (at least 2)"),
-        ("v-min", _finite_float, "c51, c51-pqn: the smallest of them"),
-        ("v-max", _finite_float, "c51, c51-pqn: the largest of them"),
-        ("num-quantiles", _positive_int, "qr-dqn: quantiles of each action's return"),
+        ("pbt_interval", _positive_int, "updates between PBT's ready steps"),
+        ("pbt_learning_rates", _flag_type(_range), "the log-uniform range the learning rates start in, e.g. 1e-4,1e-2"),
     ],
 }
 
 
-def _field(flag: str) -> str:
-    return "lambda_" if flag == "lambda" else flag.replace("-", "_")
+def _add_flag(group: Any, name: str, kind: Callable[[str], Any] | None, help_text: str) -> None:
+    if kind is None:
+        group.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+    else:
+        metavar = name.rstrip("_").upper()
+        group.add_argument(flag_name(name), dest=name, type=kind, metavar=metavar, help=help_text)
+
+
+def _setting_fields(family: type[configs.AbstractConfig]) -> list[dataclasses.Field]:
+    return [field for field in dataclasses.fields(family) if field.name != "algorithm"]
+
+
+def _readers() -> dict[str, list[str]]:
+    """The algorithms that read each setting, by field name."""
+    readers: dict[str, list[str]] = {}
+    for family in configs.FAMILIES:
+        for field in _setting_fields(family):
+            readers.setdefault(field.name, []).extend(family.ALGORITHMS)
+    return readers
+
+
+def _add_setting_flags(train: argparse.ArgumentParser) -> None:
+    """A flag for every field of every configuration: first the settings every algorithm has,
+    then each family's own (a setting that several families have is listed with the first)."""
+    shared = {field.name for field in dataclasses.fields(configs.AbstractConfig)}
+    added: set[str] = set()
+    common = train.add_argument_group("settings of every algorithm (each defaults to the task's: --show-settings)")
+    for family in configs.FAMILIES:
+        own = [field for field in _setting_fields(family) if field.name not in shared]
+        new = [field for field in own if field.name not in added]
+        also = [flag_name(field.name) for field in own if field.name in added]
+        description = f"and reads {', '.join(also)}" if also else None
+        group = train.add_argument_group(f"{family.__name__}: {', '.join(family.ALGORITHMS)}", description)
+        for field in (field for field in _setting_fields(family) if field.name in shared - added):
+            _add_flag(common, field.name, _parser_of(field), field.metadata["help"])
+            added.add(field.name)
+        for field in new:
+            _add_flag(group, field.name, _parser_of(field), field.metadata["help"])
+            added.add(field.name)
+
+
+def _parser_of(field: dataclasses.Field) -> Callable[[str], Any] | None:
+    parse = field.metadata["parse"]
+    return None if parse is None else _flag_type(parse)
 
 
 def _add_train_parser(commands: Any) -> None:
@@ -263,20 +158,16 @@ def _add_train_parser(commands: Any) -> None:
         "algo",
         metavar="ALGO",
         nargs="?",
-        choices=tasks.ALGORITHMS,
-        help=f"one of {', '.join(tasks.ALGORITHMS)} (by default the environment's: "
-        + ", ".join(f"{env} {algo}" for env, algo in tasks.DEFAULT_ALGORITHMS.items())
+        choices=configs.ALGORITHMS,
+        help=f"one of {', '.join(configs.ALGORITHMS)} (by default the environment's: "
+        + ", ".join(f"{env} {algo}" for env, algo in configs.DEFAULT_ALGORITHMS.items())
         + ")",
     )
-    for group_name, flags in _SETTING_FLAGS.items():
+    for group_name, flags in _RUN_FLAGS.items():
         group = train.add_argument_group(group_name)
-        for flag, kind, help_text in flags:
-            if kind is None:
-                group.add_argument(
-                    f"--{flag}", dest=_field(flag), action=argparse.BooleanOptionalAction, help=help_text
-                )
-            else:
-                group.add_argument(f"--{flag}", dest=_field(flag), type=kind, help=help_text)
+        for name, kind, help_text in flags:
+            _add_flag(group, name, kind, help_text)
+    _add_setting_flags(train)
     output = train.add_argument_group("output")
     output.add_argument("--output", type=pathlib.Path, help="where to save the learning curve (ENV_learning_curve.png)")
     output.add_argument("--log", type=_sink_names, default=[], help=f"metric sinks, from {', '.join(SINK_NAMES)}")
@@ -307,8 +198,8 @@ def _add_train_parser(commands: Any) -> None:
 
 def _tuned_tasks_help() -> str:
     lines = ["defaults tested to solve the task (9 of the seeds 0-9 reach the return):"]
-    for (env, algo), _ in tasks.TUNED.items():
-        lines.append(f"  {env} {algo}: {tasks.solved_threshold(env, algo):g}")
+    for (env, algo), tuned in configs.TUNED.items():
+        lines.append(f"  {env} {algo}: {tuned.solved_at:g}")
     lines.append("other pairs start from generic defaults.")
     return "\n".join(lines)
 
@@ -375,39 +266,65 @@ def _add_compilation_cache_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings named on the command line."""
-    fields = {field.name for field in dataclasses.fields(tasks.Settings)} - {"env", "algo"}
-    return {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
+    """The settings named on the command line, the run's and the configuration's."""
+    names = {name for flags in _RUN_FLAGS.values() for name, _, _ in flags} | set(_readers())
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
-def _settings(args: argparse.Namespace) -> tuple[tasks.Settings, Checkpointer | None]:
-    """The run's settings and, with --checkpoint-dir, its checkpointer."""
+def _with_given(run: configs.Run, given: dict[str, Any]) -> configs.Run:
+    """`run` with the settings given on the command line, refusing those its algorithm does not read."""
+    own = {field.name for field in dataclasses.fields(run.config)}
+    run_fields = {field.name for field in dataclasses.fields(run)}
+    algorithm = run.config.algorithm
+    for name in sorted(set(given) - own - run_fields):
+        raise ValueError(
+            f"{algorithm} does not read {flag_name(name)} (a setting of {', '.join(_readers()[name])}); "
+            f"leave it out. The settings of {algorithm}: podrace train ENV {algorithm} --show-settings."
+        )
+    changes = {name: value for name, value in given.items() if name in own}
+    config = dataclasses.replace(run.config, **changes) if changes else run.config
+    return dataclasses.replace(run, config=config, **{name: given[name] for name in run_fields & set(given)})
+
+
+def _run(args: argparse.Namespace) -> tuple[configs.Run, Checkpointer | None]:
+    """The run the command line asks for and, with --checkpoint-dir, its checkpointer."""
     if args.resume and args.checkpoint_dir is None:
         raise ValueError("--resume needs --checkpoint-dir: the directory of the run to go on with.")
     check_env_name(args.env)
-    algo = args.algo or tasks.DEFAULT_ALGORITHMS.get(args.env, "ppo")
+    algo = args.algo or configs.default_algorithm(args.env)
     checkpointer = None if args.checkpoint_dir is None else Checkpointer(args.checkpoint_dir)
     given = _given(args)
     if not args.resume:
-        return dataclasses.replace(tasks.default_settings(args.env, algo), **given), checkpointer
+        return _with_given(configs.Run(args.env, configs.default_config(args.env, algo)), given), checkpointer
     assert checkpointer is not None
     if checkpointer.latest_step is None:
         raise ValueError(f"--resume: there is no checkpoint in {args.checkpoint_dir}.")
-    stored = tasks.Settings.from_json(checkpointer.config()["settings"])
-    changed = {name: value for name, value in given.items() if name != "num_updates" and getattr(stored, name) != value}
-    if (args.env, algo) != (stored.env, stored.algo) or changed:
+    stored = _stored_run(checkpointer.config())
+    settings = vars(stored) | configs.settings_of(stored.config)
+    changed = {name: value for name, value in given.items() if name != "num_updates" and settings.get(name) != value}
+    if (args.env, algo) != (stored.env, stored.config.algorithm) or changed:
         raise ValueError(
-            f"--resume: the run in {args.checkpoint_dir} is {stored.env} {stored.algo}"
-            + "".join(f", --{name.rstrip('_').replace('_', '-')} {getattr(stored, name)}" for name in changed)
+            f"--resume: the run in {args.checkpoint_dir} is {stored.env} {stored.config.algorithm}"
+            + "".join(f", {flag_name(name)} {settings.get(name)}" for name in changed)
             + "; resume it with the same ENV, ALGO and settings (--num-updates may grow)."
         )
-    return dataclasses.replace(stored, **given), checkpointer
+    return _with_given(stored, given), checkpointer
 
 
-def _print_settings(settings: tasks.Settings, say: Callable[..., None]) -> None:
-    tuned = (settings.env, settings.algo) in tasks.TUNED
-    say(f"{settings.env} {settings.algo} ({'tuned' if tuned else 'generic'} defaults):")
-    say("  " + ", ".join(f"{name}={value}" for name, value in tasks.used_settings(settings).items()))
+def _stored_run(config: dict[str, Any]) -> configs.Run:
+    """The run a checkpoint's config stores (under "settings" before configurations)."""
+    return configs.Run.from_json(config["run"] if "run" in config else config["settings"])
+
+
+def _print_settings(run: configs.Run, say: Callable[..., None]) -> None:
+    algorithm = run.config.algorithm
+    defaults = "tuned" if (run.env, algorithm) in configs.TUNED else "generic"
+    say(f"{run.env} {algorithm} ({defaults} defaults, {type(run.config).__name__}):")
+    own = {"seed": run.seed, "seeds": run.seeds}
+    if run.pbt:
+        own |= {"pbt": run.pbt, "pbt_interval": run.pbt_interval, "pbt_learning_rates": run.pbt_learning_rates}
+    settings = own | {name: value for name, value in configs.settings_of(run.config).items() if name != "algorithm"}
+    say("  " + ", ".join(f"{name}={value}" for name, value in settings.items()))
 
 
 # --------------------------------------------------------------------------------------
@@ -427,36 +344,35 @@ def _join_processes(args: argparse.Namespace) -> None:
     )
 
 
-def _make_host_run(settings: tasks.Settings) -> tuple[AbstractPipeline, jax.Array]:
+def _make_host_run(run: configs.Run) -> tuple[AbstractPipeline, jax.Array]:
     """The host pipeline of a `gymnasium:ID` run and the key of its learner."""
     import gymnasium
 
     from .envs.gymnasium import space_from_gymnasium
     from .executors.host import GymnasiumCollector, HostPipeline
 
-    if settings.seeds != 1:
+    if run.seeds != 1:
         raise ValueError("--seeds trains a population of on-device pipelines; gymnasium:ID runs one seed.")
-    if tasks.normalization(settings) is not None:
+    config = run.config
+    if config.normalization() is not None:
         raise ValueError(
             "--normalize-observations and --normalize-rewards normalise inside on-device pipelines; "
             "gymnasium:ID runs on the host: wrap the Gymnasium environment in its own normalisation wrappers."
         )
-    envs = gymnasium.make_vec(settings.env.removeprefix(GYMNASIUM_PREFIX), num_envs=settings.num_envs)
-    spaces = (space_from_gymnasium(envs.single_action_space), tuple(envs.single_observation_space.shape or ()))
-    network_key, run_key, collector_key = jax.random.split(jax.random.key(settings.seed), 3)
-    learner = tasks.make_learner(settings, spaces, network_key)
+    envs = gymnasium.make_vec(run.env.removeprefix(GYMNASIUM_PREFIX), num_envs=config.num_envs)
+    action_space = space_from_gymnasium(envs.single_action_space)
+    network_key, run_key, collector_key = jax.random.split(jax.random.key(run.seed), 3)
+    learner = config.learner(action_space, tuple(envs.single_observation_space.shape or ()), network_key)
     collector = GymnasiumCollector(
-        envs, learner, rollout_length=settings.rollout_length, key=collector_key, seed=settings.seed
+        envs, learner, rollout_length=config.rollout_length, key=collector_key, seed=run.seed
     )
     return HostPipeline(learner, collector), run_key
 
 
-def _make_run(settings: tasks.Settings) -> tuple[AbstractPipeline, jax.Array]:
-    if settings.env.startswith(GYMNASIUM_PREFIX):
-        return _make_host_run(settings)
-    if settings.pbt:
-        return tasks.pbt_population(settings), jax.random.key(settings.seed)
-    return tasks.make_run(settings)
+def _make_run(run: configs.Run) -> tuple[AbstractPipeline, jax.Array]:
+    if run.env.startswith(GYMNASIUM_PREFIX):
+        return _make_host_run(run)
+    return run.make()
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -464,16 +380,17 @@ def _train(args: argparse.Namespace) -> int:
     # Every process runs the same program; process 0 alone prints, plots and logs.
     coordinator = distributed.is_coordinator()
     say = print if coordinator else lambda *_: None
-    settings, checkpointer = _settings(args)
+    run, checkpointer = _run(args)
+    config = run.config
     with contextlib.ExitStack() as stack:
         if checkpointer is not None:
             stack.enter_context(checkpointer)
-        _print_settings(settings, say)
+        _print_settings(run, say)
         if args.show_settings:
             return 0
         if coordinator:
             import_pyplot()  # the learning curve is drawn at the end: fail before training without matplotlib
-        pipeline, key = _make_run(settings)
+        pipeline, key = _make_run(run)
         state = pipeline.init(key)
         start = 0
         if args.resume:
@@ -481,17 +398,17 @@ def _train(args: argparse.Namespace) -> int:
             start = checkpointer.latest_step or 0
             state = checkpointer.restore(state)
             say(f"resumed from update {start} in {checkpointer.directory}")
-        remaining = settings.num_updates - start
+        remaining = config.num_updates - start
         if remaining <= 0:
-            say(f"nothing to do: the run has done {start} of its {settings.num_updates} updates.")
+            say(f"nothing to do: the run has done {start} of its {config.num_updates} updates.")
             return 0
         devices = pipeline.num_devices
-        members = f", {settings.seeds} seeds side by side" if settings.seeds > 1 else ""
+        members = f", {run.seeds} seeds side by side" if run.seeds > 1 else ""
         say(
-            f"{settings.env} {settings.algo} on {devices} {jax.default_backend()} device(s) in "
-            f"{jax.process_count()} process(es): {settings.num_envs} envs per device, rollouts of "
-            f"{settings.rollout_length}, {remaining} updates "
-            f"({min(settings.updates_per_call, remaining)} per call){members}."
+            f"{run.env} {config.algorithm} on {devices} {jax.default_backend()} device(s) in "
+            f"{jax.process_count()} process(es): {config.num_envs} envs per device, rollouts of "
+            f"{config.rollout_length}, {remaining} updates "
+            f"({min(config.updates_per_call, remaining)} per call){members}."
         )
         resume_from = start if args.resume else None
         sinks = make_sinks(args.log, args.log_dir, resume_from=resume_from) if args.log and coordinator else []
@@ -501,31 +418,31 @@ def _train(args: argparse.Namespace) -> int:
             pipeline,
             state,
             num_updates=remaining,
-            updates_per_call=settings.updates_per_call,
+            updates_per_call=config.updates_per_call,
             show=coordinator,
             sinks=sinks,
             checkpointer=checkpointer,
             checkpoint_every=args.checkpoint_every,
-            config={"settings": settings.to_json(), "podrace": __version__},
+            config={"run": run.to_json(), "podrace": __version__},
             start_update=start,
-            on_call=_lineage_writer(args.log_dir, fresh=not args.resume) if settings.pbt and coordinator else None,
+            on_call=_lineage_writer(args.log_dir, fresh=not args.resume) if run.pbt and coordinator else None,
         )
         last = log.mean_episode_return[-1][np.isfinite(log.mean_episode_return[-1])]
         say(f"compile: {log.compile_seconds:.2f} s")
         say(f"frames per second: {log.frames_per_second:.3g}")
         final_return = f"{last.mean():.3f}" if last.size else "none (no episode ended)"
-        last_call = remaining % settings.updates_per_call or min(settings.updates_per_call, remaining)
+        last_call = remaining % config.updates_per_call or min(config.updates_per_call, remaining)
         say(f"mean episode reward (last {last_call} updates): {final_return}")
         if pipeline.num_members > 1:
             returns = ", ".join(f"{value:.4g}" for value in log.mean_episode_return[-1])
-            say(f"by seed ({settings.seed} to {settings.seed + settings.seeds - 1}): {returns}")
-        if settings.pbt:
+            say(f"by seed ({run.seed} to {run.seed + run.seeds - 1}): {returns}")
+        if run.pbt:
             rates = ", ".join(f"{value:.3g}" for value in np.asarray(state.hyperparameters["learning_rate"]))
             say(f"learning rates by member: {rates}")
             say(f"PBT lineage: {args.log_dir / _LINEAGE_FILE}")
         if coordinator:
-            output = args.output or pathlib.Path(f"{_slug(settings.env)}_learning_curve.png")
-            path = plot_learning_curve(log, output, title=f"{settings.algo} on {settings.env}")
+            output = args.output or pathlib.Path(f"{_slug(run.env)}_learning_curve.png")
+            path = plot_learning_curve(log, output, title=f"{config.algorithm} on {run.env}")
             say(f"learning curve: {path}")
         if checkpointer is not None:
             checkpointer.wait()
@@ -561,16 +478,16 @@ def _slug(env: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _restore(checkpoint_dir: pathlib.Path, step: int | None) -> tuple[tasks.Settings, AbstractPipeline, Any, int]:
-    """The settings, pipeline and state of a checkpoint (the latest one by default)."""
+def _restore(checkpoint_dir: pathlib.Path, step: int | None) -> tuple[configs.Run, AbstractPipeline, Any, int]:
+    """The run, pipeline and state of a checkpoint (the latest one by default)."""
     with Checkpointer(checkpoint_dir) as checkpointer:
         step = checkpointer.latest_step if step is None else step
         if step is None:
             raise ValueError(f"There is no checkpoint in {checkpoint_dir}.")
-        settings = tasks.Settings.from_json(checkpointer.config(step=step)["settings"])
-        pipeline, key = _make_run(settings)
+        run = _stored_run(checkpointer.config(step=step))
+        pipeline, key = _make_run(run)
         state = checkpointer.restore(pipeline.init(key), step=step)
-        return settings, pipeline, state, step
+        return run, pipeline, state, step
 
 
 def _acting_parts(pipeline: AbstractPipeline, state: Any, member: int) -> tuple[AbstractEnv | None, Any]:
@@ -587,35 +504,41 @@ def _acting_parts(pipeline: AbstractPipeline, state: Any, member: int) -> tuple[
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    settings, pipeline, state, step = _restore(args.checkpoint_dir, args.step)
-    print(f"{settings.env} {settings.algo}, checkpoint {step} of {args.checkpoint_dir}")
-    policy = tasks.evaluation_policy(settings)
+    run, pipeline, state, step = _restore(args.checkpoint_dir, args.step)
+    print(f"{run.env} {run.config.algorithm}, checkpoint {step} of {args.checkpoint_dir}")
+    policy = run.config.evaluation_policy()
     eval_key, video_key = jax.random.split(jax.random.key(args.seed))
     env, network = _acting_parts(pipeline, state, args.member)
     # Each member plays in its own evaluation environment (its own normalisation statistics).
     evaluation = Evaluation(policy, num_episodes=args.num_episodes, key=eval_key)
     returns = np.asarray(pipeline.evaluate(state, evaluation).returns).reshape(pipeline.num_members, -1)
     for member, member_returns in enumerate(returns):
-        label = f"seed {settings.seed + member}: " if len(returns) > 1 else ""
+        label = f"seed {run.seed + member}: " if len(returns) > 1 else ""
         print(
             f"{label}mean return {member_returns.mean():.3f} +- {member_returns.std():.3f} over "
             f"{args.num_episodes} episodes ({type(policy).__name__} policy)"
         )
     if args.video is not None:
-        _write_video(settings, env, network, policy, video_key, args.video)
+        _write_video(run.env, run.seed, env, network, policy, video_key, args.video)
         print(f"video: {args.video}")
     return 0
 
 
 def _write_video(
-    settings: tasks.Settings, env: AbstractEnv | None, network: Any, policy: Any, key: jax.Array, path: pathlib.Path
+    env_name: str,
+    seed: int,
+    env: AbstractEnv | None,
+    network: Any,
+    policy: Any,
+    key: jax.Array,
+    path: pathlib.Path,
 ) -> None:
     """One episode of `network` as a video: in `env`, or in the Gymnasium environment of a `gymnasium:ID` run."""
     from . import video
 
-    if settings.env.startswith(GYMNASIUM_PREFIX):
+    if env_name.startswith(GYMNASIUM_PREFIX):
         frames = video.record_gymnasium_episode(
-            settings.env.removeprefix(GYMNASIUM_PREFIX), network, policy, key=key, seed=settings.seed
+            env_name.removeprefix(GYMNASIUM_PREFIX), network, policy, key=key, seed=seed
         )
     else:
         assert env is not None
@@ -631,15 +554,17 @@ def _write_video(
 def _export(args: argparse.Namespace) -> int:
     if args.format == "onnx":  # before anything is restored
         import_package("jax2onnx", extra="onnx", owner="podrace export --format onnx")
-    settings, pipeline, state, step = _restore(args.checkpoint_dir, args.step)
+    run, pipeline, state, step = _restore(args.checkpoint_dir, args.step)
     env, network = _acting_parts(pipeline, state, args.member)
     normalization = env if isinstance(env, NormalizeObservation) else None
-    path = args.out or pathlib.Path(f"{_slug(settings.env)}_{settings.algo}.{args.format}")
-    policy = tasks.evaluation_policy(settings)
+    path = args.out or pathlib.Path(f"{_slug(run.env)}_{run.config.algorithm}.{args.format}")
+    policy = run.config.evaluation_policy()
     exported = export_policy(
         network, policy, pipeline.observation_spec, path, format=args.format, normalization=normalization
     )
-    print(f"{settings.env} {settings.algo}, checkpoint {step} of {args.checkpoint_dir}: {type(policy).__name__} policy")
+    print(
+        f"{run.env} {run.config.algorithm}, checkpoint {step} of {args.checkpoint_dir}: {type(policy).__name__} policy"
+    )
     print(f"model: {exported.path}")
     print(f"description: {exported.description}")
     return 0

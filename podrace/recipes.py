@@ -914,7 +914,7 @@ def _gymnax_recipe(env_id: str, value: float, settings: GymnaxBlinesPPO, notes: 
     return Recipe("gymnax-ppo-" + env_id.lower(), env_id, settings, _gymnax_published(env_id, value), notes)
 
 
-_CLEANRL_PPO = CleanRLPPO(
+CLEANRL_PPO = CleanRLPPO(
     total_timesteps=500_000,
     learning_rate=2.5e-4,
     num_envs=4,
@@ -932,7 +932,7 @@ _CLEANRL_PPO = CleanRLPPO(
     max_grad_norm=0.5,
 )
 
-_CLEANRL_DQN = CleanRLDQN(
+CLEANRL_DQN = CleanRLDQN(
     total_timesteps=500_000,
     learning_rate=2.5e-4,
     buffer_size=10_000,
@@ -947,7 +947,7 @@ _CLEANRL_DQN = CleanRLDQN(
     train_frequency=10,
 )
 
-_CLEANRL_C51 = CleanRLC51(
+CLEANRL_C51 = CleanRLC51(
     total_timesteps=500_000,
     learning_rate=2.5e-4,
     n_atoms=101,
@@ -973,7 +973,7 @@ _CLEANRL_C51_SOURCE = (
     "CleanRL docs/rl-algorithms/c51.md, c51.py (3 seeds; c51_jax.py has the same hyperparameters); returns of "
     "training episodes"
 )
-_CLEANRL_PQN = CleanRLPQN(
+CLEANRL_PQN = CleanRLPQN(
     total_timesteps=500_000,
     learning_rate=2.5e-4,
     num_envs=4,
@@ -992,10 +992,10 @@ _CLEANRL_PQN_SOURCE = (
     "CleanRL docs/rl-algorithms/pqn.md, pqn.py (benchmark/pqn.sh: 3 seeds); returns of training episodes"
 )
 _CLEANRL = {
-    "ppo": (_CLEANRL_PPO, _CLEANRL_PPO_SOURCE),
-    "pqn": (_CLEANRL_PQN, _CLEANRL_PQN_SOURCE),
-    "dqn": (_CLEANRL_DQN, _CLEANRL_DQN_SOURCE),
-    "c51": (_CLEANRL_C51, _CLEANRL_C51_SOURCE),
+    "ppo": (CLEANRL_PPO, _CLEANRL_PPO_SOURCE),
+    "pqn": (CLEANRL_PQN, _CLEANRL_PQN_SOURCE),
+    "dqn": (CLEANRL_DQN, _CLEANRL_DQN_SOURCE),
+    "c51": (CLEANRL_C51, _CLEANRL_C51_SOURCE),
 }
 
 

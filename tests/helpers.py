@@ -25,6 +25,7 @@ import rlax
 from jaxtyping import Array, Float, PRNGKeyArray
 
 import podrace as pr
+from podrace import configs
 
 from . import off_policy_actor_critic
 
@@ -1132,6 +1133,15 @@ MULTIDEVICE_NUM_ENVS = 3  # per device on two devices; the one-device run has tw
 MULTIPROCESS_LEARNERS = ("ppo-two-epochs-three-minibatches", "dqn-double-q", "gru-ppo-two-epochs-three-minibatches")
 
 
+def cli_run(env: str, algo: str, **changes: Any) -> configs.Run:
+    """The run of `podrace train ENV ALGO` with `changes` to its own settings (`seed`,
+    `seeds`, ...) or its configuration's."""
+    run = configs.Run(env, configs.default_config(env, algo))
+    own = {field.name for field in dataclasses.fields(run)}
+    config = dataclasses.replace(run.config, **{name: value for name, value in changes.items() if name not in own})
+    return dataclasses.replace(run, config=config, **{name: value for name, value in changes.items() if name in own})
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (at the time of the call)."""
     with socket.socket() as probe:
@@ -1214,7 +1224,8 @@ import sys
 import jax
 import numpy as np
 import podrace as pr
-from podrace import _cli_tasks as tasks
+from podrace import configs
+from podrace.envs.names import make_env
 
 def train(devices, num_envs):
     mesh = jax.sharding.Mesh(jax.devices()[:devices], ("devices",))
@@ -1224,9 +1235,9 @@ def train(devices, num_envs):
     return jax.tree.leaves(state.learner.params) + statistics
 
 normalization = pr.RunningNormalization() if sys.argv[2] == "normalized" else None
-settings = tasks.Settings(env=sys.argv[1], algo="ppo", rollout_length=4, num_minibatches=2)
-env = tasks.make_env(settings.env)
-learner = tasks.make_learner(settings, tasks.env_spaces(env), jax.random.key(0))
+config = configs.OnPolicyConfig(algorithm="ppo", rollout_length=4, num_minibatches=2)
+env = make_env(sys.argv[1])
+learner = config.learner(env.action_space, configs.observation_shape(env), jax.random.key(0))
 for one, two in zip(train(1, 8), train(2, 4), strict=True):
     np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-5)  # sums in another order
 print("equal")

@@ -16,7 +16,7 @@ import rlax
 from jaxtyping import Array, Float, PRNGKeyArray
 
 import podrace as pr
-from podrace import _cli_tasks as tasks
+from podrace import configs
 
 from . import helpers
 
@@ -282,8 +282,8 @@ def test_the_docs_composition_in_python_is_the_command_lines_learner(algo):
     exec(re.findall(r"```python\n(.*?)```", page, re.DOTALL)[0], namespace)
     env, key = pr.envs.pendulum_v1(), jax.random.key(4)
     written = namespace[f"{algo}_learner"](env, key)
-    settings = tasks.default_settings("pendulum", algo)
-    built = tasks.make_learner(settings, tasks.env_spaces(env), key)
+    config = configs.default_config("pendulum", algo)
+    built = config.learner(env.action_space, env.observation_space.shape, key)
 
     def parts(learner):
         losses = [learner.critic_loss, learner.actor_loss, getattr(learner, "temperature_loss", None)]
@@ -296,4 +296,4 @@ def test_the_docs_composition_in_python_is_the_command_lines_learner(algo):
     helpers.assert_trees_close(written_arrays, built_arrays, rtol=0, atol=0)
     assert written_static == built_static
     assert type(written.exploration) is type(built.exploration)
-    assert settings.num_envs == 4 and settings.rollout_length == 1 and settings.num_updates == 5_000
+    assert config.num_envs == 4 and config.rollout_length == 1 and config.num_updates == 5_000

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli
+from podrace import cli
 from podrace.envs import from_brax
 from podrace.envs.from_brax import BraxEnv, brax_env
+from podrace.envs.names import make_env
 
 from . import helpers
 
@@ -154,7 +155,7 @@ def test_an_unknown_id_names_the_nearest_ones(capsys):
 def test_the_command_line_trains_brax_ids(capsys):
     assert cli.main(["train", "brax:inverted_pendulum", "ppo", "--show-settings"]) == 0
     assert "brax:inverted_pendulum ppo" in capsys.readouterr().out
-    assert isinstance(tasks.make_env("brax:inverted_pendulum"), pr.envs.TimeLimit)
+    assert isinstance(make_env("brax:inverted_pendulum"), pr.envs.TimeLimit)
 
 
 def test_missing_brax_raises_an_install_hint(monkeypatch):

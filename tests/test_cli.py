@@ -1,6 +1,5 @@
 """The `podrace` command: every environment with every algorithm, checkpoints, logs, evaluation."""
 
-import dataclasses
 import json
 import os
 import re
@@ -13,17 +12,17 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli
+from podrace import cli, configs
 from podrace.checkpoint import Checkpointer
-from podrace.envs.names import BUILT_IN_ENVS
+from podrace.envs.names import BUILT_IN_ENVS, make_env
 
 from . import helpers
 
 
-# A run small enough to compile and train in seconds.
+# A run small enough to compile and train in seconds (Pendulum's PPO adds --num-minibatches 2).
 TINY = [
     *("--num-updates", "2", "--updates-per-call", "1", "--hidden", "8"),
-    *("--num-envs", "4", "--rollout-length", "4", "--num-minibatches", "2"),
+    *("--num-envs", "4", "--rollout-length", "4"),
 ]
 
 
@@ -33,7 +32,7 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     # The Podracer paper's configuration by default.
-    assert "catch td-lambda (tuned defaults)" in printed, printed
+    assert "catch td-lambda (tuned defaults, RolloutQConfig)" in printed, printed
     assert "128 envs per device" in printed and "rollouts of 16" in printed, printed
     assert "learning_rate=0.0001" in printed and "discount=1.0" in printed and "lambda_=0.99" in printed, printed
     for line in ("compile: ", "frames per second: ", "mean episode reward (last 100 updates): "):
@@ -45,18 +44,18 @@ def test_train_catch_prints_its_measurements_and_saves_the_learning_curve(tmp_pa
 
 
 @pytest.mark.parametrize("env", BUILT_IN_ENVS)
-@pytest.mark.parametrize("algo", tasks.ALGORITHMS)
+@pytest.mark.parametrize("algo", configs.ALGORITHMS)
 def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(env, algo):
-    settings = tasks.default_settings(env, algo)
+    run = helpers.cli_run(env, algo)
     continuous = env == "pendulum"
-    if continuous and tasks.ALGORITHMS[algo].learns_q_values:
+    if continuous and isinstance(run.config.evaluation_policy(), pr.policies.Greedy):
         with pytest.raises(ValueError, match="learns Q-values of discrete actions"):
-            tasks.make_run(settings)
-    elif not continuous and algo in ("ddpg", "td3"):
+            run.make()
+    elif not continuous and isinstance(run.config, configs.TD3Config):
         with pytest.raises(ValueError, match="learns continuous actions"):
-            tasks.make_run(settings)
+            run.make()
     else:
-        pipeline, _ = tasks.make_run(settings)
+        pipeline, _ = run.make()
         assert pipeline.learner.initial_agent().network.output_type is not None
         if algo == "sac":  # SAC of the action space
             expected = pr.learners.SACLearner if continuous else pr.learners.DiscreteSACLearner
@@ -68,7 +67,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
     [
         # td-lambda, q-learning and a2c train in the tests below.
         *(["catch", algo] for algo in ("dqn", "reinforce", "ppo", "vtrace")),
-        *([env] for env in BUILT_IN_ENVS if env != "catch"),  # each with its default algorithm
+        *([env] for env in BUILT_IN_ENVS if env not in ("catch", "pendulum")),  # each with its default algorithm
         ["pendulum", "a2c"],
         ["pendulum", "sac"],
         ["catch", "sac", "--target-entropy", "0.5"],
@@ -77,6 +76,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
         ["catch", "qr-dqn", "--num-quantiles", "8", "--double"],
         ["catch", "ppo", "--core", "lstm"],
         ["catch", "td-lambda", "--core", "gru"],
+        ["pendulum", "--num-minibatches", "2"],
         ["gymnax:MountainCar-v0", "vtrace"],
         ["gymnasium:CartPole-v1", "a2c"],
     ],
@@ -97,16 +97,19 @@ def test_a_continuous_env_refuses_q_learning_with_a_message(capsys):
     assert "dqn learns Q-values of discrete actions" in capsys.readouterr().err
 
 
-def test_an_actor_critic_learner_refuses_a_recurrent_core_with_a_message(capsys):
+def test_a_setting_the_algorithm_does_not_read_is_refused_with_those_that_do(capsys):
     assert cli.main(["train", "pendulum", "td3", "--core", "gru", *TINY]) == 2
-    assert "td3 replays feed-forward networks only; leave out --core" in capsys.readouterr().err
-    assert cli.main(["train", "cartpole", "sac", "--core", "gru", *TINY]) == 2
-    assert "sac replays feed-forward networks only; leave out --core" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "td3 does not read --core (a setting of reinforce, a2c, ppo, vtrace, td-lambda, q-learning)" in error
+    assert cli.main(["train", "catch", "dqn", "--num-minibatches", "2", *TINY]) == 2
+    assert "dqn does not read --num-minibatches (a setting of" in capsys.readouterr().err
+    assert cli.main(["train", "catch", "a2c", "--no-normalize-advantages", *TINY]) == 2
+    assert "normalize_advantages is a setting of ppo; a2c does not read it" in capsys.readouterr().err
 
 
 def test_discrete_sac_refuses_random_first_steps_with_a_message(capsys):
     assert cli.main(["train", "cartpole", "sac", "--random-steps", "100", *TINY]) == 2
-    assert "--random-steps takes uniformly random actions of continuous control" in capsys.readouterr().err
+    assert "random_steps takes uniformly random actions of continuous control" in capsys.readouterr().err
 
 
 def test_c51_refuses_an_empty_support_with_a_message(capsys):
@@ -154,10 +157,8 @@ def test_integral_floats_count_as_integers(capsys):
 def test_resets_per_step_takes_a_count_or_all(flag, field, capsys):
     assert cli.main(["train", "catch", "--resets-per-step", flag, "--show-settings"]) == 0
     assert field in capsys.readouterr().out
-    settings = dataclasses.replace(
-        tasks.default_settings("catch", "ppo"), resets_per_step=int(flag) if flag != "all" else None
-    )
-    assert tasks.make_pipeline(settings, jax.random.key(0)).env.resets_per_step == settings.resets_per_step
+    run = helpers.cli_run("catch", "ppo", resets_per_step=int(flag) if flag != "all" else None)
+    assert run.pipeline(jax.random.key(0)).env.resets_per_step == run.config.resets_per_step
 
 
 @pytest.mark.parametrize(
@@ -208,14 +209,14 @@ def test_a_command_is_required(capsys):
 def test_show_settings_prints_the_tasks_defaults_and_the_flags_given(capsys):
     assert cli.main(["train", "cartpole", "dqn", "--show-settings", "--learning-rate", "0.01"]) == 0
     printed = capsys.readouterr().out
-    assert "cartpole dqn (tuned defaults)" in printed
+    assert "cartpole dqn (tuned defaults, DQNConfig)" in printed
     assert "learning_rate=0.01," in printed and "buffer_size=10000" in printed and "num_updates=50000" in printed
     assert cli.main(["train", "deep-sea", "ppo", "--show-settings"]) == 0
-    assert "deep-sea ppo (generic defaults)" in capsys.readouterr().out
+    assert "deep-sea ppo (generic defaults, OnPolicyConfig)" in capsys.readouterr().out
 
 
-def _trained_state(settings: tasks.Settings, num_updates: int):
-    pipeline, key = tasks.make_run(settings)
+def _trained_state(run: configs.Run, num_updates: int):
+    pipeline, key = run.make()
     return pipeline.train(pipeline.init(key), num_updates=num_updates).state
 
 
@@ -230,16 +231,13 @@ def test_checkpoint_resume_and_evaluate(tmp_path, capsys):
     assert cli.main([*run, "--num-updates", "6", *saving, *output, "--resume"]) == 0
     printed = capsys.readouterr().out
     assert f"resumed from update 4 in {directory}" in printed, printed
-    settings = dataclasses.replace(
-        tasks.default_settings("catch", "a2c"), num_envs=4, rollout_length=5, hidden=(16,), num_updates=6
-    )
-    settings = dataclasses.replace(settings, updates_per_call=2)
+    run = helpers.cli_run("catch", "a2c", num_envs=4, rollout_length=5, hidden=(16,), num_updates=6, updates_per_call=2)
     with Checkpointer(directory) as checkpointer:
         assert checkpointer.all_steps() == [2, 4, 6]
-        assert tasks.Settings.from_json(checkpointer.config()["settings"]) == settings
-        pipeline, key = tasks.make_run(settings)
+        assert configs.Run.from_json(checkpointer.config()["run"]) == run
+        pipeline, key = run.make()
         restored = checkpointer.restore(pipeline.init(key))
-    helpers.assert_trees_close(restored, _trained_state(settings, 6), rtol=0, atol=0)
+    helpers.assert_trees_close(restored, _trained_state(run, 6), rtol=0, atol=0)
     assert (logs / "metrics.csv").read_text().count("\n") == 4  # a header and the 3 calls
     video = tmp_path / "episode.gif"
     assert cli.main(["evaluate", str(directory), "--num-episodes", "5", "--video", str(video)]) == 0
@@ -294,11 +292,11 @@ def test_pbt_trains_resumes_writes_its_lineage_and_evaluates_by_seed(tmp_path, c
 
 
 def test_pbt_settings_survive_a_checkpoint_config():
-    settings = tasks.Settings("catch", "ppo", seeds=4, pbt=True, pbt_learning_rates=(1e-4, 1e-2))
-    assert tasks.Settings.from_json(json.loads(json.dumps(settings.to_json()))) == settings
-    rates = tasks.pbt_learning_rates(settings)
+    run = helpers.cli_run("catch", "ppo", seeds=4, pbt=True, pbt_learning_rates=(1e-4, 1e-2))
+    assert configs.Run.from_json(json.loads(json.dumps(run.to_json()))) == run
+    rates = run.learning_rates()
     assert (rates.low, rates.high, rates.log) == (1e-4, 1e-2, True)
-    default = tasks.pbt_learning_rates(dataclasses.replace(settings, pbt_learning_rates=None, learning_rate=1e-3))
+    default = helpers.cli_run("catch", "ppo", seeds=4, pbt=True, learning_rate=1e-3).learning_rates()
     assert (default.low, default.high) == pytest.approx((1e-4, 1e-2))
 
 
@@ -319,7 +317,8 @@ def test_pbt_refuses_too_few_members_and_a_bad_range(flags, message, capsys):
 
 def test_normalised_seeds_train_and_evaluate_each_with_its_own_statistics(tmp_path, capsys):
     directory, normalized = tmp_path / "run", ["--normalize-observations", "--normalize-rewards"]
-    argv = ["train", "pendulum", "ppo", *TINY, "--seeds", "2", *normalized, "--checkpoint-dir", str(directory)]
+    argv = ["train", "pendulum", "ppo", *TINY, "--num-minibatches", "2", "--seeds", "2", *normalized]
+    argv += ["--checkpoint-dir", str(directory)]
     assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
     video = tmp_path / "episode.gif"
     argv = ["evaluate", str(directory), "--num-episodes", "2", "--member", "1", "--video", str(video)]
@@ -328,10 +327,10 @@ def test_normalised_seeds_train_and_evaluate_each_with_its_own_statistics(tmp_pa
     assert "seed 0: mean return" in printed and "seed 1: mean return" in printed, printed
     assert video.read_bytes().startswith(b"GIF8")
     with Checkpointer(directory) as checkpointer:
-        settings = tasks.Settings.from_json(checkpointer.config()["settings"])
-        population, key = tasks.make_run(settings)
+        run = configs.Run.from_json(checkpointer.config()["run"])
+        population, key = run.make()
         state = checkpointer.restore(population.init(key))
-    assert settings.normalize_observations and settings.normalize_rewards
+    assert run.config.normalize_observations and run.config.normalize_rewards
     statistics = state.envs.normalization.observations
     assert statistics is not None and not np.allclose(statistics.mean[0, 0], statistics.mean[1, 0])
     argv = ["train", "gymnasium:CartPole-v1", "ppo", *TINY, "--normalize-rewards"]
@@ -415,8 +414,7 @@ def test_the_compilation_cache_flag_keeps_the_compiled_programs(tmp_path):
 
 
 def test_the_member_keys_are_the_seeds():
-    settings = dataclasses.replace(tasks.default_settings("catch", "a2c"), seed=5, seeds=3)
-    keys = tasks.member_keys(settings)
+    keys = helpers.cli_run("catch", "a2c", seed=5, seeds=3).member_keys()
     assert [int(jax.random.key_data(key)[-1]) for key in keys] == [5, 6, 7]
 
 
@@ -425,11 +423,14 @@ def test_the_member_keys_are_the_seeds():
     [("cartpole", "ppo", {}), ("pendulum", "ppo", {}), ("catch", "a2c", {"core": "gru"}), ("catch", "dqn", {})],
 )
 def test_the_network_built_in_one_program_equals_the_eager_one(env, algo, changes):
-    settings = dataclasses.replace(tasks.default_settings(env, algo), **changes)
-    spaces = tasks.env_spaces(tasks.make_env(env))
+    config = helpers.cli_run(env, algo, **changes).config
+    assert isinstance(config, configs.AbstractTorsoHeadConfig)
+    environment = make_env(env)
+    spaces = (environment.action_space, configs.observation_shape(environment))
     key = jax.random.key(3)
-    compiled = tasks.make_network(settings, spaces, key)
-    eager = tasks.make_network.__wrapped__(settings, spaces, key)
+    options = dict(core=changes.get("core"), core_size=32, separate_critic=False)
+    compiled = configs.torso_head.network_in_one_program(config, *spaces, key, **options)
+    eager = configs.torso_head.network_in_one_program.__wrapped__(config, *spaces, key, **options)
     assert type(compiled) is type(eager)
     helpers.assert_trees_close(compiled, eager, rtol=0, atol=0)
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli
+from podrace import cli
 from podrace.envs import from_craftax
 from podrace.envs.from_craftax import CRAFTAX_IDS, CraftaxEnv
+from podrace.envs.names import make_env
 
 from . import helpers
 
@@ -75,7 +76,7 @@ def test_an_unknown_id_names_the_nearest_ones(capsys):
 def test_the_command_line_trains_craftax_ids(capsys):
     assert cli.main(["train", f"craftax:{CLASSIC_SYMBOLIC}", "ppo", "--show-settings"]) == 0
     assert f"craftax:{CLASSIC_SYMBOLIC} ppo" in capsys.readouterr().out
-    assert isinstance(tasks.make_env(f"craftax:{CLASSIC_SYMBOLIC}"), CraftaxEnv)
+    assert isinstance(make_env(f"craftax:{CLASSIC_SYMBOLIC}"), CraftaxEnv)
 
 
 def test_missing_craftax_raises_an_install_hint(monkeypatch):

@@ -2,15 +2,15 @@
 random policy, in a CI-sized budget: seeds 0-9 as one population, at least 9 of them
 above a threshold set between the random policy's return and the task's best."""
 
-import dataclasses
-
 import jax
 import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks
+from podrace.envs.names import make_env
 from podrace.executors.evaluation import random_policy_episodes
+
+from . import helpers
 
 
 NUM_SEEDS = 10
@@ -71,12 +71,12 @@ TASKS = {
 def test_ppo_learns_an_easy_task_clearly_better_than_random(package):
     env_name, changes, threshold = TASKS[package]
     pytest.importorskip(package)
-    settings = dataclasses.replace(tasks.default_settings(env_name, "ppo"), seed=0, seeds=NUM_SEEDS, **changes)
-    population, key = tasks.make_run(settings)
-    result = population.train(population.init(key), num_updates=settings.num_updates)
-    env = tasks.make_env(env_name)
+    run = helpers.cli_run(env_name, "ppo", seed=0, seeds=NUM_SEEDS, **changes)
+    population, key = run.make()
+    result = population.train(population.init(key), num_updates=run.config.num_updates)
+    env = make_env(env_name)
     # PPO's own stochastic policy, as it acts while learning: a greedy one can loop in a grid world.
-    policy = tasks.training_policy(settings, env.action_space)
+    policy = run.config.training_policy(env.action_space)
     # Each seed in its own evaluation environment (its own normalisation statistics).
     evaluation = pr.Evaluation(policy, num_episodes=32, key=jax.random.key(10))
     returns = np.asarray(population.evaluate(result.state, evaluation).returns).mean(axis=1)

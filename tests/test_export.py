@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli, export
+from podrace import cli, configs, export
+from podrace.envs.names import make_env
 from podrace.export import export_policy
 
 from . import helpers
@@ -37,10 +38,11 @@ AGENTS = {
 
 def _agent(env: str, algo: str, changes: dict) -> tuple[Any, pr.policies.AbstractPolicy, tuple[int, ...]]:
     """A network drawn for the command line's settings, its evaluation policy and one observation's spec."""
-    settings = dataclasses.replace(tasks.default_settings(env, algo), hidden=(16, 16), **changes)
-    action_space, observation_shape = tasks.env_spaces(tasks.make_env(env))
-    learner = tasks.make_learner(settings, (action_space, observation_shape), jax.random.key(3))
-    return learner.initial_agent().network, tasks.evaluation_policy(settings), observation_shape
+    config = dataclasses.replace(configs.default_config(env, algo), hidden=(16, 16), **changes)
+    environment = make_env(env)
+    observation_shape = configs.observation_shape(environment)
+    learner = config.learner(environment.action_space, observation_shape, jax.random.key(3))
+    return learner.initial_agent().network, config.evaluation_policy(), observation_shape
 
 
 def _inputs(observation_shape: tuple[int, ...], initial_carry: list, key: jax.Array) -> list[np.ndarray]:
@@ -116,7 +118,7 @@ def test_observations_are_normalised_inside_the_model(tmp_path):
     statistics = pr.envs.RunningStatistics(
         count=jnp.asarray(100.0), mean=jnp.asarray([0.5, -1.0, 3.0]), var=jnp.asarray([4.0, 0.25, 9.0])
     )
-    normalization = pr.envs.NormalizeObservation(tasks.make_env("pendulum"), statistics, clip=5.0)
+    normalization = pr.envs.NormalizeObservation(make_env("pendulum"), statistics, clip=5.0)
     spec = jax.ShapeDtypeStruct(observation_shape, np.float32)
     exported = export_policy(network, policy, spec, tmp_path / "policy.onnx", normalization=normalization)
     inputs = _inputs(observation_shape, [], jax.random.key(6))
@@ -234,10 +236,10 @@ def test_the_command_line_exports_a_checkpoint(tmp_path, capsys):
         assert "pendulum ppo, checkpoint 2 of" in printed and "Mode policy" in printed and f"model: {out}" in printed
         assert out.exists() and json.loads(out.with_name(out.name + ".json").read_text())["normalizes_observations"]
     # The member's own network and statistics: the model acts as `podrace evaluate` would.
-    settings, pipeline, state, _ = cli._restore(directory, None)
+    run, pipeline, state, _ = cli._restore(directory, None)
     env, network = cli._acting_parts(pipeline, state, 1)
     inputs = _inputs((3,), [], jax.random.key(7))
     exported = export.ExportedPolicy(tmp_path / "pendulum.onnx", tmp_path / "pendulum.onnx.json")
-    _assert_same(_run(exported, inputs), _podrace_outputs(network, tasks.evaluation_policy(settings), inputs, env))
+    _assert_same(_run(exported, inputs), _podrace_outputs(network, run.config.evaluation_policy(), inputs, env))
     assert cli.main(["export", str(directory), "--member", "2"]) == 2
     assert "--member 2: the population has 2 members." in capsys.readouterr().err

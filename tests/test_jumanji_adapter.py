@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli
+from podrace import cli
 from podrace.envs import from_jumanji
 from podrace.envs.from_jumanji import JumanjiEnv
+from podrace.envs.names import make_env
 
 from . import helpers
 
@@ -145,7 +146,7 @@ def test_an_unknown_id_names_the_nearest_ones(capsys):
 def test_the_command_line_trains_jumanji_ids(capsys):
     assert cli.main(["train", "jumanji:Game2048-v1", "ppo", "--show-settings"]) == 0
     assert "jumanji:Game2048-v1 ppo" in capsys.readouterr().out
-    assert isinstance(tasks.make_env("jumanji:Game2048-v1"), JumanjiEnv)
+    assert isinstance(make_env("jumanji:Game2048-v1"), JumanjiEnv)
 
 
 def test_missing_jumanji_raises_an_install_hint(monkeypatch):

@@ -1,6 +1,6 @@
 """Learning tests (marker `slow`): every loss and learner solves Catch; CartPole, Pendulum and memory tasks.
 
-The agents are those of `podrace train ENV ALGO` (`podrace._cli_tasks`): each test
+The agents are those of `podrace train ENV ALGO` (`podrace.configs.TUNED`): each test
 trains ten seeds, 0 to 9, as the command's `--seeds 10` does (one population in one
 compiled program, seed `s` drawing its network from `jax.random.key(s)`), evaluates
 every final agent with the command's deterministic policy and asserts that at least
@@ -17,22 +17,25 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks
+from podrace import configs
+from podrace.envs.names import make_env
 from podrace.executors.actor import RlplayActor
+
+from . import helpers
 
 
 NUM_SEEDS = 10
 MIN_SOLVED = 9
 
 
-def _train_and_evaluate(settings: tasks.Settings, *, num_episodes: int = 100) -> np.ndarray:
+def _train_and_evaluate(run: configs.Run, *, num_episodes: int = 100) -> np.ndarray:
     """The final agents' mean evaluation returns for seeds 0 to 9."""
-    population, key = tasks.make_run(dataclasses.replace(settings, seed=0, seeds=NUM_SEEDS))
-    result = population.train(population.init(key), num_updates=settings.num_updates)
+    population, key = dataclasses.replace(run, seed=0, seeds=NUM_SEEDS).make()
+    result = population.train(population.init(key), num_updates=run.config.num_updates)
     evaluation = pr.evaluate_population(
-        tasks.make_env(settings.env),
+        make_env(run.env),
         population.networks(result.state),
-        tasks.evaluation_policy(settings),
+        run.config.evaluation_policy(),
         num_episodes=num_episodes,
         key=jax.random.key(NUM_SEEDS),
     )
@@ -47,9 +50,9 @@ def _assert_solved(returns: np.ndarray, threshold: float) -> None:
 
 
 def _assert_defaults_solve(env: str, algo: str, **changes) -> None:
-    settings = dataclasses.replace(tasks.default_settings(env, algo), **changes)
     num_episodes = 100 if env in ("catch", "repeat-first") else 32
-    _assert_solved(_train_and_evaluate(settings, num_episodes=num_episodes), tasks.solved_threshold(env, algo))
+    returns = _train_and_evaluate(helpers.cli_run(env, algo, **changes), num_episodes=num_episodes)
+    _assert_solved(returns, configs.TUNED[env, algo].solved_at)
 
 
 # --------------------------------------------------------------------------------------
@@ -124,7 +127,7 @@ def test_recurrent_ppo_solves_repeat_first_where_feed_forward_ppo_cannot():
     # The query looks the same whatever the symbol: without memory the expected return is
     # 1/4 (the chance of naming the symbol), with memory 1.
     _assert_defaults_solve("repeat-first", "ppo")
-    feed_forward = _train_and_evaluate(dataclasses.replace(tasks.default_settings("repeat-first", "ppo"), core=None))
+    feed_forward = _train_and_evaluate(helpers.cli_run("repeat-first", "ppo", core=None))
     assert np.all(feed_forward < 0.5), f"feed-forward PPO returns by seed: {np.round(feed_forward, 3)}"
 
 
@@ -146,8 +149,8 @@ def _train_on_memory_chain_through_the_rlplay_actor(seed: int, *, num_updates: i
     network_key, init_key, actor_key, env_key, eval_key = jax.random.split(jax.random.key(seed), 5)
     # The agent of `podrace train repeat-first ppo`: MLP 32, GRU 32, PPO without
     # advantage normalisation.
-    settings = dataclasses.replace(tasks.default_settings("repeat-first", "ppo"), env="gymnax:MemoryChain-bsuite")
-    learner = tasks.make_learner(settings, tasks.env_spaces(env), network_key)
+    config = configs.default_config("repeat-first", "ppo")
+    learner = config.learner(env.action_space, configs.observation_shape(env), network_key)
     state = learner.init(init_key)
     actor = RlplayActor(learner.agent(state), actor_key)
     env_state, timestep = reset(jax.random.split(env_key, num_envs))

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli
+from podrace import cli
 from podrace.envs import from_navix
 from podrace.envs.from_navix import NavixEnv
+from podrace.envs.names import make_env
 
 from . import helpers
 
@@ -108,7 +109,7 @@ def test_an_unknown_id_names_the_nearest_ones(capsys):
 def test_the_command_line_trains_navix_ids(capsys):
     assert cli.main(["train", "navix:Navix-Empty-5x5-v0", "ppo", "--show-settings"]) == 0
     assert "navix:Navix-Empty-5x5-v0 ppo" in capsys.readouterr().out
-    assert isinstance(tasks.make_env("navix:Navix-Empty-5x5-v0"), NavixEnv)
+    assert isinstance(make_env("navix:Navix-Empty-5x5-v0"), NavixEnv)
 
 
 def test_missing_navix_raises_an_install_hint(monkeypatch):

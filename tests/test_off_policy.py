@@ -14,7 +14,7 @@ import optax
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks
+from podrace import configs
 
 from . import helpers, off_policy_actor_critic
 
@@ -28,24 +28,24 @@ def _train(learner: pr.learners.AbstractLearner, num_updates: int) -> pr.network
 def test_the_ddpg_learner_written_outside_the_library_equals_the_librarys():
     """`tests/off_policy_actor_critic.py` learns as `podrace.learners.ddpg` at the same
     settings: the library's Pendulum learning test speaks for it too."""
-    settings = dataclasses.replace(
-        tasks.default_settings("pendulum", "ddpg"), hidden=(16, 16), batch_size=32, min_replay_size=64
+    config = dataclasses.replace(
+        configs.default_config("pendulum", "ddpg"), hidden=(16, 16), batch_size=32, min_replay_size=64
     )
     env = pr.envs.pendulum_v1()
     key = jax.random.key(0)
-    library = tasks.make_learner(settings, tasks.env_spaces(env), key)
+    library = config.learner(env.action_space, env.observation_space.shape, key)
     outside = off_policy_actor_critic.ddpg_learner(
         key,
         env.observation_space.shape,
         1,
         low=-2.0,
         high=2.0,
-        hidden_sizes=settings.hidden,
-        optimizer=optax.adam(settings.learning_rate),
-        buffer_size=settings.buffer_size,
-        batch_size=settings.batch_size,
-        min_replay_size=settings.min_replay_size,
-        gradient_steps=settings.gradient_steps,
+        hidden_sizes=config.hidden,
+        optimizer=optax.adam(config.learning_rate),
+        buffer_size=config.buffer_size,
+        batch_size=config.batch_size,
+        min_replay_size=config.min_replay_size,
+        gradient_steps=config.gradient_steps,
     )
     trained = _train(library, 60)
     helpers.assert_trees_close(_train(outside, 60), trained, rtol=1e-5, atol=1e-6)

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli
+from podrace import cli
 from podrace.envs import from_playground
 from podrace.envs.from_playground import PlaygroundEnv, playground_env
+from podrace.envs.names import make_env
 
 from . import helpers
 
@@ -171,7 +172,7 @@ def test_an_unknown_id_names_the_nearest_ones(capsys):
 def test_the_command_line_trains_playground_ids(capsys):
     assert cli.main(["train", "playground:CartpoleBalance", "ppo", "--show-settings"]) == 0
     assert "playground:CartpoleBalance ppo" in capsys.readouterr().out
-    env = tasks.make_env("playground:CartpoleBalance")
+    env = make_env("playground:CartpoleBalance")
     assert isinstance(env, pr.envs.TimeLimit) and env.max_episode_steps == from_playground.EPISODE_LENGTH
 
 

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import podrace as pr
-from podrace import _cli_tasks as tasks, cli
+from podrace import cli
 from podrace.envs import from_xminigrid
 from podrace.envs.from_xminigrid import XMiniGridEnv
+from podrace.envs.names import make_env
 
 from . import helpers
 
@@ -134,7 +135,7 @@ def test_an_unknown_id_names_the_nearest_ones(capsys):
 def test_the_command_line_trains_xminigrid_ids(capsys):
     assert cli.main(["train", "xminigrid:MiniGrid-Empty-5x5", "ppo", "--show-settings"]) == 0
     assert "xminigrid:MiniGrid-Empty-5x5 ppo" in capsys.readouterr().out
-    assert isinstance(tasks.make_env("xminigrid:MiniGrid-Empty-5x5"), XMiniGridEnv)
+    assert isinstance(make_env("xminigrid:MiniGrid-Empty-5x5"), XMiniGridEnv)
 
 
 def test_missing_xminigrid_raises_an_install_hint(monkeypatch):
