@@ -20,7 +20,6 @@ from .base import (
     v_max_setting,
     v_min_setting,
 )
-from .on_policy import OnPolicyConfig
 from .torso_head import AbstractTorsoHeadConfig, discrete_action_count
 
 
@@ -63,7 +62,7 @@ class PQNConfig(AbstractTorsoHeadConfig):
 
     def head(self, action_space: Any, in_size: int, *, with_value: bool, key: PRNGKeyArray) -> AbstractHead[Any]:
         del with_value
-        num_actions = discrete_action_count(self.algorithm, action_space, OnPolicyConfig.ALGORITHMS)
+        num_actions = discrete_action_count(self.algorithm, action_space)
         if self.algorithm == "c51-pqn":
             return CategoricalQHead(
                 in_size, num_actions, num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max, key=key

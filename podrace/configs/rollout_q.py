@@ -9,7 +9,6 @@ from ..losses import AbstractLoss, QLearningLoss, TDLambdaQLoss
 from ..networks import AbstractHead, QValueHead
 from ..policies import AbstractPolicy, EpsilonGreedy, Greedy
 from .base import core_setting, core_size_setting, double_setting, epsilon_setting, lambda_setting, setting
-from .on_policy import OnPolicyConfig
 from .torso_head import AbstractTorsoHeadConfig, discrete_action_count
 
 
@@ -50,7 +49,7 @@ class RolloutQConfig(AbstractTorsoHeadConfig):
 
     def head(self, action_space: Any, in_size: int, *, with_value: bool, key: PRNGKeyArray) -> AbstractHead[Any]:
         del with_value
-        num_actions = discrete_action_count(self.algorithm, action_space, OnPolicyConfig.ALGORITHMS)
+        num_actions = discrete_action_count(self.algorithm, action_space)
         return QValueHead(in_size, num_actions, key=key)
 
     def learner(self, action_space: Any, observation_shape: tuple[int, ...], key: PRNGKeyArray) -> AbstractLearner:

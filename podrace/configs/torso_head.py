@@ -85,10 +85,15 @@ def network_in_one_program(
     return FeedForwardNetwork(torso, config.head(action_space, features, with_value=True, key=head_key))
 
 
-def discrete_action_count(algorithm: str, action_space: Any, instead: tuple[str, ...]) -> int:
+def discrete_action_count(algorithm: str, action_space: Any) -> int:
     """The number of actions of `action_space`, which a Q-learning `algorithm` needs
-    discrete; otherwise a `ValueError` that names the algorithms to use `instead`."""
+    discrete; otherwise a `ValueError` that names the algorithms of other action spaces."""
     if not isinstance(action_space, Discrete):
+        from .on_policy import OnPolicyConfig
+        from .sac import SACConfig
+        from .td3 import TD3Config
+
+        instead = (*OnPolicyConfig.ALGORITHMS, *TD3Config.ALGORITHMS, *SACConfig.ALGORITHMS)
         raise ValueError(
             f"{algorithm} learns Q-values of discrete actions; the environment's actions are "
             f"{type(action_space).__name__} of shape {action_space.shape}. Use one of {', '.join(instead)}."
