@@ -408,6 +408,7 @@ def _catch_pipeline(key):
     return pr.Anakin(env, learner, num_envs=128, rollout_length=16)
 
 
+@pytest.mark.usefixtures("optimized_compilation")
 def test_catch_is_learnt_from_seeds_0_to_9():
     """Seeds 0-9 train as one population, in calls of 100 updates, until nine of them have
     solved Catch (at most 3000 updates). On a 2-core CPU nine solve it within 1100 updates;

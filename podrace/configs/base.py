@@ -184,16 +184,6 @@ def core_size_setting() -> Any:
     return setting(32, "the recurrent core's hidden size (with --core)", positive_int)
 
 
-def epochs_setting(default: int | None, help: str) -> Any:
-    """Passes over each rollout."""
-    return setting(default, help, positive_int)
-
-
-def minibatches_setting(default: int | None, help: str) -> Any:
-    """Minibatches per pass over a rollout."""
-    return setting(default, help, positive_int)
-
-
 def num_atoms_setting() -> Any:
     """The atoms of a categorical return distribution (C51)."""
     return setting(51, "returns each action's distribution sits on (at least 2)", positive_int)

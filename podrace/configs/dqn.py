@@ -19,8 +19,9 @@ from .base import (
     v_max_setting,
     v_min_setting,
 )
+from .q_values import discrete_action_count
 from .replay import AbstractReplayConfig
-from .torso_head import AbstractTorsoHeadConfig, discrete_action_count
+from .torso_head import AbstractTorsoHeadConfig
 
 
 @final

@@ -12,10 +12,9 @@ from ..policies import AbstractPolicy, Categorical, Gaussian, Mode
 from .base import (
     core_setting,
     core_size_setting,
-    epochs_setting,
     lambda_setting,
-    minibatches_setting,
     non_negative_float,
+    positive_int,
     setting,
 )
 from .torso_head import AbstractTorsoHeadConfig
@@ -44,9 +43,11 @@ class OnPolicyConfig(AbstractTorsoHeadConfig):
     entropy_coefficient: float = setting(0.01, "weight of the entropy bonus", non_negative_float, static=False)
     normalize_advantages: bool = setting(True, "ppo: standardise the advantages per minibatch", None)
     baseline: bool = setting(True, "reinforce: a learnt value baseline", None)
-    num_epochs: int | None = epochs_setting(None, "passes over each rollout (by default 4 for ppo, 1 for the others)")
-    num_minibatches: int | None = minibatches_setting(
-        None, "minibatches per pass, dividing the environments (by default 4 for ppo, 1 for the others)"
+    num_epochs: int | None = setting(
+        None, "passes over each rollout (by default 4 for ppo, 1 for the others)", positive_int
+    )
+    num_minibatches: int | None = setting(
+        None, "minibatches per pass, dividing the environments (by default 4 for ppo, 1 for the others)", positive_int
     )
 
     def __check_init__(self) -> None:

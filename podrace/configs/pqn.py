@@ -10,17 +10,17 @@ from ..losses import AbstractLoss, CategoricalPQNLoss, PQNLoss
 from ..networks import AbstractHead, CategoricalQHead, QValueHead
 from ..policies import AbstractPolicy, EpsilonGreedy, Greedy
 from .base import (
-    epochs_setting,
     epsilon_decay_setting,
     epsilon_setting,
     lambda_setting,
-    minibatches_setting,
     num_atoms_setting,
+    positive_int,
     setting,
     v_max_setting,
     v_min_setting,
 )
-from .torso_head import AbstractTorsoHeadConfig, discrete_action_count
+from .q_values import discrete_action_count
+from .torso_head import AbstractTorsoHeadConfig
 
 
 @final
@@ -44,8 +44,8 @@ class PQNConfig(AbstractTorsoHeadConfig):
     lambda_: float = lambda_setting("the Q(lambda) trace coefficient, in [0, 1]")
     epsilon: float = epsilon_setting("the probability of a uniformly random action at the end of its decay")
     epsilon_decay_steps: int = epsilon_decay_setting()
-    num_epochs: int = epochs_setting(4, "passes over each rollout")
-    num_minibatches: int = minibatches_setting(4, "minibatches of single transitions per pass")
+    num_epochs: int = setting(4, "passes over each rollout", positive_int)
+    num_minibatches: int = setting(4, "minibatches of single transitions per pass", positive_int)
     num_atoms: int = num_atoms_setting()
     v_min: float = v_min_setting()
     v_max: float = v_max_setting()

@@ -9,7 +9,8 @@ from ..losses import AbstractLoss, QLearningLoss, TDLambdaQLoss
 from ..networks import AbstractHead, QValueHead
 from ..policies import AbstractPolicy, EpsilonGreedy, Greedy
 from .base import core_setting, core_size_setting, double_setting, epsilon_setting, lambda_setting, setting
-from .torso_head import AbstractTorsoHeadConfig, discrete_action_count
+from .q_values import discrete_action_count
+from .torso_head import AbstractTorsoHeadConfig
 
 
 @final

@@ -7,7 +7,6 @@ import equinox as eqx
 import jax
 from jaxtyping import PRNGKeyArray
 
-from .._types import Discrete
 from ..networks import (
     AbstractHead,
     AbstractNetwork,
@@ -83,19 +82,3 @@ def network_in_one_program(
         head = config.head(action_space, features, with_value=False, key=head_key)
         return ActorCriticNetwork(torso, head, critic, ValueHead(features, key=value_key))
     return FeedForwardNetwork(torso, config.head(action_space, features, with_value=True, key=head_key))
-
-
-def discrete_action_count(algorithm: str, action_space: Any) -> int:
-    """The number of actions of `action_space`, which a Q-learning `algorithm` needs
-    discrete; otherwise a `ValueError` that names the algorithms of other action spaces."""
-    if not isinstance(action_space, Discrete):
-        from .on_policy import OnPolicyConfig
-        from .sac import SACConfig
-        from .td3 import TD3Config
-
-        instead = (*OnPolicyConfig.ALGORITHMS, *TD3Config.ALGORITHMS, *SACConfig.ALGORITHMS)
-        raise ValueError(
-            f"{algorithm} learns Q-values of discrete actions; the environment's actions are "
-            f"{type(action_space).__name__} of shape {action_space.shape}. Use one of {', '.join(instead)}."
-        )
-    return action_space.num_values
