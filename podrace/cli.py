@@ -276,9 +276,11 @@ def _with_given(run: configs.Run, given: dict[str, Any]) -> configs.Run:
     own = {field.name for field in dataclasses.fields(run.config)}
     run_fields = {field.name for field in dataclasses.fields(run)}
     algorithm = run.config.algorithm
-    for name in sorted(set(given) - own - run_fields):
+    unread = sorted(set(given) - own - run_fields)
+    if unread:
+        readers = ", ".join(_readers()[unread[0]])
         raise ValueError(
-            f"{algorithm} does not read {flag_name(name)} (a setting of {', '.join(_readers()[name])}); "
+            f"{algorithm} does not read {flag_name(unread[0])} (a setting of {readers}); "
             f"leave it out. The settings of {algorithm}: podrace train ENV {algorithm} --show-settings."
         )
     changes = {name: value for name, value in given.items() if name in own}

@@ -5,6 +5,7 @@ import ast
 import dataclasses
 import json
 import pathlib
+import re
 
 import equinox as eqx
 import jax
@@ -110,3 +111,14 @@ def test_an_algorithm_is_named_only_by_its_family_the_registry_and_the_published
         naming = {path.relative_to(PACKAGE).as_posix() for path, strings in named.items() if algorithm in strings}
         assert home in naming, (algorithm, home)
         assert naming <= allowed | {home}, f"{algorithm} is named in {sorted(naming - allowed - {home})}"
+
+
+def test_the_family_of_the_docs_written_outside_the_library_trains():
+    """`docs/configs.md`'s last code block writes a configuration family of its own
+    (Q-learning of a Boltzmann policy) on the library's bases: it builds and trains."""
+    page = (PACKAGE.parent / "docs" / "configs.md").read_text()
+    namespace: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", page, re.DOTALL)[-1], namespace)
+    pipeline = namespace["pipeline"]
+    result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=1)
+    assert np.isfinite(float(result.metrics.update.loss[-1]))
