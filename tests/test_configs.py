@@ -15,6 +15,8 @@ import pytest
 import podrace as pr
 from podrace import configs
 
+from . import helpers
+
 
 PACKAGE = pathlib.Path(pr.__file__).parent
 
@@ -42,6 +44,15 @@ def test_float_hyperparameters_are_leaves_and_sizes_are_static(family):
     assert {"learning_rate", "discount"} <= leaves
     static = {field.name for field in dataclasses.fields(config) if field.metadata.get("static", False)}
     assert {"num_envs", "rollout_length", "hidden", "num_updates"} <= static
+
+
+@pytest.mark.parametrize("algorithm", ["ddpg", "sac"])
+def test_a_population_of_bounded_actors_builds_its_members_under_vmap(algorithm):
+    """Pendulum's action bounds are computed from its parameters: the members' heads,
+    built inside the population's `vmap`, take them as constants."""
+    population, key = helpers.cli_run("pendulum", algorithm, seeds=2, hidden=(8,), num_envs=2).make()
+    state = population.init(key)
+    assert jax.tree.leaves(state.learner)[0].shape[0] == 2
 
 
 def test_a_population_maps_over_a_configurations_learning_rate():

@@ -310,10 +310,10 @@ class AbstractConfig(eqx.Module):
         # Built eagerly even inside a traced function (a population builds its members under
         # `vmap`): a bounded head takes the action space's bounds as constants.
         with jax.ensure_compile_time_eval():
-            shape = observation_shape(env)
+            action_space, shape = env.action_space, observation_shape(env)
         return Anakin(
             AutoReset(env, resets_per_step=self.resets_per_step),
-            self.learner(env.action_space, shape, key),
+            self.learner(action_space, shape, key),
             num_envs=self.num_envs,
             rollout_length=self.rollout_length,
             normalization=self.normalization(),
