@@ -931,6 +931,7 @@ CLEANRL_PPO = CleanRLPPO(
     vf_coef=0.5,
     max_grad_norm=0.5,
 )
+"""CleanRL's `ppo.py` settings for classic control, as its benchmark runs them."""
 
 CLEANRL_DQN = CleanRLDQN(
     total_timesteps=500_000,
@@ -946,6 +947,7 @@ CLEANRL_DQN = CleanRLDQN(
     learning_starts=10_000,
     train_frequency=10,
 )
+"""CleanRL's `dqn_jax.py` settings for classic control (`podrace train cartpole dqn` reads them too)."""
 
 CLEANRL_C51 = CleanRLC51(
     total_timesteps=500_000,
@@ -963,6 +965,7 @@ CLEANRL_C51 = CleanRLC51(
     learning_starts=10_000,
     train_frequency=10,
 )
+"""CleanRL's `c51_jax.py` settings for classic control (`podrace train cartpole c51` reads them too)."""
 
 _CLEANRL_PPO_SOURCE = (
     "CleanRL docs/rl-algorithms/ppo.md, ppo.py (benchmark/ppo.sh: 3 seeds); each seed's mean return of its "
@@ -988,6 +991,7 @@ CLEANRL_PQN = CleanRLPQN(
     max_grad_norm=10.0,
     q_lambda=0.65,
 )
+"""CleanRL's `pqn.py` settings for classic control (`podrace train cartpole pqn` and `c51-pqn` read them too)."""
 _CLEANRL_PQN_SOURCE = (
     "CleanRL docs/rl-algorithms/pqn.md, pqn.py (benchmark/pqn.sh: 3 seeds); returns of training episodes"
 )
