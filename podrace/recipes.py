@@ -62,6 +62,7 @@ from .policies import (
     Greedy,
     Mode,
     TanhGaussian,
+    random_first_steps,
 )
 
 
@@ -688,11 +689,6 @@ def _box_bounds(owner: str, env: AbstractEnv) -> tuple[int, list[float], list[fl
         return space.shape[0], space.low.tolist(), space.high.tolist()
 
 
-def _random_first_steps(learning_starts: int) -> optax.Schedule:
-    """Stable-Baselines3's warm-up: uniformly random actions for the first `learning_starts` steps."""
-    return optax.piecewise_constant_schedule(float(learning_starts > 0), {learning_starts: 0.0})
-
-
 @final
 class RLZooTD3(AbstractSettings):
     """RL Zoo's TD3 (and, with `ddpg`, its DDPG): Stable-Baselines3's `TD3` and `DDPG`
@@ -751,7 +747,7 @@ class RLZooTD3(AbstractSettings):
             critic,
             optimizer,
             optimizer,
-            exploration=GaussianNoise(self.noise_std, _random_first_steps(self.learning_starts)),
+            exploration=GaussianNoise(self.noise_std, random_first_steps(self.learning_starts)),
             buffer_size=self.buffer_size,
             batch_size=self.batch_size,
             discount=self.gamma,
@@ -819,7 +815,7 @@ class RLZooSAC(AbstractSettings):
             optimizer,
             optimizer,
             optimizer,
-            exploration=TanhGaussian(_random_first_steps(self.learning_starts)),
+            exploration=TanhGaussian(random_first_steps(self.learning_starts)),
             buffer_size=self.buffer_size,
             batch_size=self.batch_size,
             discount=self.gamma,

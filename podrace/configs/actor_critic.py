@@ -2,7 +2,6 @@
 
 from typing import Any
 
-import optax
 from jaxtyping import PRNGKeyArray
 
 from .._types import Box
@@ -27,10 +26,6 @@ class AbstractActorCriticConfig(AbstractReplayConfig):
             min_replay_size=self.min_replay_size,
             gradient_steps=self.gradient_steps,
         )
-
-    def random_actions(self) -> optax.Schedule:
-        """1 for the first `random_steps` environment steps (uniformly random actions), then 0."""
-        return optax.piecewise_constant_schedule(float(self.random_steps > 0), {self.random_steps: 0.0})
 
     def torso(self, observation_shape: tuple[int, ...], key: PRNGKeyArray) -> MLPTorso:
         """The actor's MLP torso."""

@@ -14,7 +14,7 @@ from ..executors.pbt import PBT, Perturb, Resample
 from ..executors.population import Population
 from .base import AbstractConfig
 from .on_policy import OnPolicyConfig
-from .registry import ALGORITHMS, config, from_json, to_json
+from .registry import ALGORITHMS, from_json, to_json
 
 
 @final
@@ -45,27 +45,17 @@ class Run:
     def to_json(self) -> dict[str, Any]:
         """The run as JSON values."""
         fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        return fields | {"config": to_json(self.config), "pbt_learning_rates": self._rates_as_list()}
-
-    def _rates_as_list(self) -> list[float] | None:
-        return None if self.pbt_learning_rates is None else list(self.pbt_learning_rates)
+        return fields | {"config": to_json(self.config)}
 
     @classmethod
     def from_json(cls, values: Mapping[str, Any]) -> "Run":
         """The run saved by `to_json`, or by an earlier podrace's `"settings"` record."""
-        values = dict(values)
-        rates = values.get("pbt_learning_rates")
-        run = dict(
-            env=values["env"],
-            seed=values.get("seed", 0),
-            seeds=values.get("seeds", 1),
-            pbt=values.get("pbt", False),
-            pbt_interval=values.get("pbt_interval", 10),
-            pbt_learning_rates=None if rates is None else tuple(rates),
-        )
-        if "config" in values:
-            return cls(config=from_json(values["config"]), **run)
-        return cls(config=_config_of_earlier_settings(values), **run)
+        names = {field.name for field in dataclasses.fields(cls)} - {"config"}
+        run = {name: values[name] for name in names if name in values}
+        if run.get("pbt_learning_rates") is not None:  # a list in JSON
+            run["pbt_learning_rates"] = tuple(run["pbt_learning_rates"])
+        config = from_json(values["config"]) if "config" in values else _config_of_earlier_settings(values)
+        return cls(config=config, **run)
 
     def member_keys(self) -> jax.Array:
         """The keys of the seeds `seed, ..., seed + seeds - 1` (one member each)."""
@@ -125,9 +115,7 @@ def _config_of_earlier_settings(settings: Mapping[str, Any]) -> AbstractConfig:
     default (4 and 4 for PPO, one pass for the others) stands for them."""
     family = ALGORITHMS[settings["algo"]]
     names = {field.name for field in dataclasses.fields(family)} - {"algorithm"}
-    read = {
-        name: tuple(value) if isinstance(value, list) else value for name, value in settings.items() if name in names
-    }
+    read = {name: value for name, value in settings.items() if name in names}
     if family is OnPolicyConfig and (read.get("num_epochs"), read.get("num_minibatches")) == (4, 4):
         del read["num_epochs"], read["num_minibatches"]
-    return config(settings["algo"], **read)
+    return from_json({"family": family.__name__, "settings": read | {"algorithm": settings["algo"]}})

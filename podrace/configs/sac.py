@@ -8,7 +8,7 @@ from jaxtyping import PRNGKeyArray
 from .._types import Discrete
 from ..learners import AbstractLearner, DiscreteSACLearner, SACLearner
 from ..networks import FeedForwardNetwork, PolicyLogitHead, QValueHead, TanhGaussianHead
-from ..policies import AbstractPolicy, Mode, TanhGaussian
+from ..policies import AbstractPolicy, Mode, TanhGaussian, random_first_steps
 from .actor_critic import AbstractActorCriticConfig, flat_box
 from .base import finite_float, setting
 
@@ -60,7 +60,7 @@ class SACConfig(AbstractActorCriticConfig):
             optimizer,
             optimizer,
             optimizer,
-            exploration=TanhGaussian(self.random_actions()),
+            exploration=TanhGaussian(random_first_steps(self.random_steps)),
             target_entropy=self.target_entropy,
             **self.replay_settings(),
         )

@@ -7,7 +7,7 @@ from jaxtyping import PRNGKeyArray
 
 from ..learners import AbstractLearner, TD3Learner, ddpg
 from ..networks import DeterministicHead, FeedForwardNetwork
-from ..policies import AbstractPolicy, Deterministic, GaussianNoise
+from ..policies import AbstractPolicy, Deterministic, GaussianNoise, random_first_steps
 from .actor_critic import AbstractActorCriticConfig, flat_box
 from .base import non_negative_float, positive_float, positive_int, setting
 
@@ -47,7 +47,7 @@ class TD3Config(AbstractActorCriticConfig):
         num_critics = 1 if self.algorithm == "ddpg" else 2
         critic = self.critic(observation_shape, action_size, num_critics, critic_key)
         optimizer = self.optimizer()
-        exploration = GaussianNoise(self.exploration_noise, self.random_actions())
+        exploration = GaussianNoise(self.exploration_noise, random_first_steps(self.random_steps))
         if self.algorithm == "ddpg":
             return ddpg(actor, critic, optimizer, optimizer, exploration=exploration, **self.replay_settings())
         return TD3Learner(

@@ -14,6 +14,7 @@ from ._policies import (
     Softmax as Softmax,
     TanhGaussian as TanhGaussian,
     mix_in_random_actions as mix_in_random_actions,
+    random_first_steps as random_first_steps,
     tanh_gaussian_step as tanh_gaussian_step,
     with_random_actions as with_random_actions,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Softmax",
     "TanhGaussian",
     "mix_in_random_actions",
+    "random_first_steps",
     "tanh_gaussian_step",
     "with_random_actions",
 ]

@@ -144,6 +144,21 @@ def with_random_actions(
     return distrax.MixtureOfTwo(probability, uniform, distribution)
 
 
+def random_first_steps(num_steps: int) -> optax.Schedule:
+    """The probability of a uniformly random action: 1 for the first `num_steps`
+    environment steps, then 0 (none at all for `num_steps=0`). It is how TD3's paper and
+    Stable-Baselines3 fill the replay buffer first: give it to `GaussianNoise` or
+    `TanhGaussian` as `random_action_probability`.
+
+    **Arguments:**
+
+    - `num_steps`: environment steps of random actions.
+
+    **Returns:** an optax schedule over environment steps.
+    """
+    return optax.piecewise_constant_schedule(float(num_steps > 0), {num_steps: 0.0})
+
+
 def mix_in_random_actions(
     step: PolicyStep,
     policy: distrax.Distribution,
