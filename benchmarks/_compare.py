@@ -1,8 +1,8 @@
 """What the benchmarks share: for `anakin_catch.py` and `recurrent.py`, their command line,
 the hand-written time step, the faithfulness check's measures and interleaved timing of
-compiled methods; for the comparisons with rejax (`ppo_cartpole.py`, `off_policy_sps.py`
-and, in rejax's own environment, `rejax_baseline.py`), measurements in fresh processes
-and a count of compilations. It needs JAX and NumPy only."""
+compiled methods; for the comparisons with rejax (`ppo_cartpole.py`, `off_policy_sps.py`,
+`startup.py` and, in rejax's own environment, `rejax_baseline.py`), measurements in fresh
+processes and a profile of their compilations. It needs JAX and NumPy only."""
 
 import argparse
 import json
@@ -128,19 +128,35 @@ def print_results(
     return median_fps
 
 
-def run_json(command: list[str]) -> dict[str, Any]:
-    """Runs a measurement in a fresh process and reads the JSON line it prints last."""
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+def run_json(command: list[str], environment: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs a measurement in a fresh process (with `environment`'s variables, if given) and
+    reads the JSON line it prints last."""
+    output = subprocess.run(command, check=True, capture_output=True, text=True, env=environment).stdout
     return json.loads(output.strip().splitlines()[-1])
 
 
-def compilations() -> list[str]:
-    """A list that grows by one with each XLA compilation from now on."""
-    compiled: list[str] = []
+PHASE_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace s",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower s",
+    "/jax/core/compile/backend_compile_duration": "XLA s",
+}
 
-    def listen(event: str, duration_secs: float, **_: Any) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiled.append(event)
+
+def compile_profile() -> dict[str, Any]:
+    """A record of this process's compilations from now on, filled as they happen: how many
+    programs XLA compiled (`programs`), the seconds spent tracing, lowering and compiling
+    them (`trace s`, `lower s`, `XLA s`), and each program's XLA seconds by name
+    (`XLA s by program`), from JAX's monitoring events."""
+    profile: dict[str, Any] = {"programs": 0, **dict.fromkeys(PHASE_EVENTS.values(), 0.0), "XLA s by program": {}}
+
+    def listen(event: str, duration_secs: float, fun_name: str = "?", **_: Any) -> None:
+        if event not in PHASE_EVENTS:
+            return
+        profile[PHASE_EVENTS[event]] += duration_secs
+        if PHASE_EVENTS[event] == "XLA s":
+            profile["programs"] += 1
+            by_program = profile["XLA s by program"]
+            by_program[fun_name] = by_program.get(fun_name, 0.0) + duration_secs
 
     jax.monitoring.register_event_duration_secs_listener(listen)
-    return compiled
+    return profile

@@ -74,7 +74,7 @@ from typing import Any
 
 import jax
 import optax
-from _compare import compilations, run_json
+from _compare import compile_profile, run_json
 from ppo_cartpole import time_to_solve
 
 import podrace as pr
@@ -274,11 +274,11 @@ def podrace_sps(algorithm: str, seed: int, steps: int) -> dict[str, Any]:
     start = time.perf_counter()
     state = jax.block_until_ready(pipeline.train(pipeline.init(run_key), num_updates=num_updates).state)
     warmup = time.perf_counter() - start
-    compiled = compilations()
+    profile = compile_profile()
     start = time.perf_counter()
     jax.block_until_ready(pipeline.train(state, num_updates=num_updates))
     elapsed = time.perf_counter() - start
-    timed_call_compilations = len(compiled)
+    timed_call_compilations = profile["programs"]
     timed_steps = num_updates * pipeline.frames_per_update
     return {
         "library": "podrace",
@@ -296,14 +296,10 @@ def podrace_time_to_level(algorithm: str, seed: int, steps: int) -> dict[str, An
     """Seconds from before the pipeline is built to the first evaluation at `LEVELS`'s
     return or more: compiled chunks of `CHUNK_STEPS` env steps, each with an evaluation
     of `EVAL_EPISODES` episodes in the same program, within `steps`."""
-    start = time.perf_counter()
     network_key, run_key = jax.random.split(jax.random.key(seed))
-    pipeline = build_pipeline(algorithm, network_key, steps)
-    policy = EVALUATION_POLICIES[algorithm]()
     result = time_to_solve(
-        start,
-        pipeline,
-        policy,
+        lambda: build_pipeline(algorithm, network_key, steps),
+        EVALUATION_POLICIES[algorithm](),
         run_key,
         steps,
         threshold=LEVELS[algorithm],
@@ -324,6 +320,21 @@ def rejax_flags(settings: dict[str, Any]) -> list[str]:
         values = value if isinstance(value, list) else [value]
         flags += [f"--{flag}", *map(str, values)]
     return flags
+
+
+def commands(algorithm: str, seed: int, steps: int, rejax_python: str, *, time_to_level: bool) -> dict[str, list[str]]:
+    """The command of each library's measuring process for `algorithm` and `seed`, `steps`
+    env steps per call or, with `time_to_level`, at most (`startup.py` stops a run to the
+    bar after the first chunk)."""
+    podrace = [sys.executable, __file__, *(["--time-to-level"] if time_to_level else []), "--worker", algorithm]
+    podrace += ["--seed", str(seed), f"--{algorithm}-steps", str(steps)]
+    rejax_settings = rejax_flags({"seed": seed, "steps": steps, **SETTINGS[algorithm]})
+    if time_to_level:
+        rejax_settings += rejax_flags(
+            {"time_to_level": LEVELS[algorithm], "chunk_steps": CHUNK_STEPS[algorithm], "eval_episodes": EVAL_EPISODES}
+        )
+    rejax = [rejax_python, str(HERE / "rejax_baseline.py"), f"{algorithm}-sps", *rejax_settings]
+    return {"podrace": podrace, "rejax": rejax}
 
 
 def main() -> None:
@@ -356,27 +367,13 @@ def main() -> None:
     if not args.rejax_python:
         parser.error("--rejax-python is required")
 
-    rejax = [args.rejax_python, str(HERE / "rejax_baseline.py")]
-    podrace = [sys.executable, __file__, *(["--time-to-level"] if args.time_to_level else []), "--worker"]
     measured = "seconds" if args.time_to_level else "sps"
     results: dict[str, dict[str, list[float]]] = {algorithm: {"podrace": [], "rejax": []} for algorithm in ALGORITHMS}
     print(f"jax {jax.__version__} on {jax.default_backend()}; seeds {args.seeds}; env steps per call {steps}")
     for seed in args.seeds:
         for algorithm in ALGORITHMS:
-            seed_and_steps = ["--seed", str(seed), f"--{algorithm}-steps", str(steps[algorithm])]
-            rejax_settings = rejax_flags({"seed": seed, "steps": steps[algorithm], **SETTINGS[algorithm]})
-            if args.time_to_level:
-                rejax_settings += rejax_flags(
-                    {
-                        "time_to_level": LEVELS[algorithm],
-                        "chunk_steps": CHUNK_STEPS[algorithm],
-                        "eval_episodes": EVAL_EPISODES,
-                    }
-                )
-            for library, command in (
-                ("podrace", [*podrace, algorithm, *seed_and_steps]),
-                ("rejax", [*rejax, f"{algorithm}-sps", *rejax_settings]),
-            ):
+            runs = commands(algorithm, seed, steps[algorithm], args.rejax_python, time_to_level=args.time_to_level)
+            for library, command in runs.items():
                 result = run_json(command)
                 results[algorithm][library].append(result[measured])
                 print(json.dumps(result))

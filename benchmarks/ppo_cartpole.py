@@ -37,13 +37,14 @@ import pathlib
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from _compare import run_json
+from _compare import compile_profile, run_json
 
 import podrace as pr
 
@@ -69,8 +70,8 @@ def actor_critic(key: jax.Array) -> pr.networks.ActorCriticNetwork:
     )
 
 
-def ppo_time_to_solve(seed: int) -> dict[str, Any]:
-    start = time.perf_counter()
+def ppo_pipeline(seed: int) -> pr.Anakin:
+    """PPO at rejax's CartPole settings."""
     env = pr.envs.cartpole_v1()
     # Built in one compiled program, as `podrace train` builds its networks.
     network = eqx.filter_jit(actor_critic)(jax.random.key(seed))
@@ -79,21 +80,22 @@ def ppo_time_to_solve(seed: int) -> dict[str, Any]:
     )
     optimizer = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(7.5e-4))
     learner = pr.Learner(network, pr.policies.Categorical(), loss, optimizer, num_epochs=5, num_minibatches=5)
-    pipeline = pr.Anakin(env, learner, num_envs=5, rollout_length=100)
-    result = time_to_solve(start, pipeline, pr.policies.Categorical(), jax.random.key(seed), MAX_ENV_STEPS)
+    return pr.Anakin(env, learner, num_envs=5, rollout_length=100)
+
+
+def ppo_time_to_solve(seed: int, max_env_steps: int = MAX_ENV_STEPS) -> dict[str, Any]:
+    result = time_to_solve(lambda: ppo_pipeline(seed), pr.policies.Categorical(), jax.random.key(seed), max_env_steps)
     return {**result, "seed": seed}
 
 
-def dqn_time_to_solve(seed: int) -> dict[str, Any]:
-    start = time.perf_counter()
-    pipeline = dqn_pipeline(seed, DQN_EXPLORATION_STEPS)
-    result = time_to_solve(start, pipeline, pr.policies.Greedy(), jax.random.key(seed), DQN_MAX_STEPS)
+def dqn_time_to_solve(seed: int, max_env_steps: int = DQN_MAX_STEPS) -> dict[str, Any]:
+    build = lambda: dqn_pipeline(seed, DQN_EXPLORATION_STEPS)  # noqa: E731
+    result = time_to_solve(build, pr.policies.Greedy(), jax.random.key(seed), max_env_steps)
     return {**result, "seed": seed}
 
 
 def time_to_solve(
-    start: float,
-    pipeline: pr.Anakin,
+    build: Callable[[], pr.Anakin],
     policy: pr.policies.AbstractPolicy,
     key: jax.Array,
     max_env_steps: int,
@@ -102,12 +104,19 @@ def time_to_solve(
     chunk_steps: int = CHUNK_STEPS,
     eval_episodes: int = EVAL_EPISODES,
 ) -> dict[str, Any]:
-    """Trains `pipeline` from `pipeline.init(key)` in chunks of `chunk_steps`, each with an
-    evaluation of `policy` in the same compiled program, until a mean return of
-    `threshold` or `max_env_steps`; the seconds are counted from `start` (also
-    `off_policy_sps.py`'s measurement)."""
+    """Builds a pipeline with `build` and trains it from `pipeline.init(key)` in chunks of
+    `chunk_steps`, each with an evaluation of `policy` in the same compiled program,
+    until a mean return of `threshold` or `max_env_steps` (also `off_policy_sps.py`'s
+    measurement). The seconds count from before `build`; `startup` gives those to the
+    pipeline built, to the state initialised and to the first chunk's result, with the
+    process's compilations (`_compare.compile_profile`)."""
+    start = time.perf_counter()
+    profile = compile_profile()
+    pipeline = build()
+    built = time.perf_counter() - start
     updates_per_chunk = chunk_steps // pipeline.frames_per_update
-    state = pipeline.init(key)
+    state = jax.block_until_ready(pipeline.init(key))
+    initialised = time.perf_counter() - start
     history = []
     mean_return, steps = -float("inf"), 0
     while mean_return < threshold and steps < max_env_steps:
@@ -117,12 +126,14 @@ def time_to_solve(
         assert result.evaluation is not None
         state, mean_return = result.state, float(result.evaluation.mean_return)
         history.append((steps, round(time.perf_counter() - start, 3), mean_return))
+    startup = {"build s": built, "init s": initialised, "first result s": history[0][1]}
     return {
         "library": "podrace",
         "solved": mean_return >= threshold,
         "seconds": round(time.perf_counter() - start, 3),
         "env_steps": steps,
         "history": history,
+        "startup": {**startup, **profile},
     }
 
 
@@ -168,6 +179,31 @@ def dqn_sps(seed: int) -> dict[str, Any]:
 
 
 WORKERS = {"ppo": ppo_time_to_solve, "dqn": dqn_sps, "dqn-time": dqn_time_to_solve}
+MAX_STEPS = {"ppo": MAX_ENV_STEPS, "dqn-time": DQN_MAX_STEPS}
+"""The workers that time a run to the bar, and the env steps they stop at unsolved."""
+
+
+def commands(mode: str, seed: int, rejax_python: str, max_env_steps: int | None = None) -> dict[str, list[str]]:
+    """The command of each library's measuring process for `mode` (a name of `WORKERS`) and
+    `seed`; `max_env_steps` (default `MAX_STEPS[mode]`) stops a run to the bar there
+    (`startup.py` stops it after the first chunk)."""
+    podrace = [sys.executable, __file__, "--worker", mode, "--seed", str(seed)]
+    rejax = [rejax_python, str(HERE / "rejax_baseline.py")]
+    if mode == "dqn":
+        return {"podrace": podrace, "rejax": [*rejax, "dqn-sps", "--seed", str(seed), "--agent", "QNetwork"]}
+    steps = str(max_env_steps or MAX_STEPS[mode])
+    podrace += ["--max-env-steps", steps]
+    if mode == "ppo":
+        return {
+            "podrace": podrace,
+            "rejax": [*rejax, "ppo-time-to-solve", "--seed", str(seed), "--max-env-steps", steps],
+        }
+    # rejax's DQN decays epsilon over a fraction of its run: the same steps as podrace's.
+    exploration_fraction = DQN_EXPLORATION_STEPS / int(steps)
+    rejax += ["dqn-sps", "--seed", str(seed), "--agent", "QNetwork", "--steps", steps]
+    rejax += ["--exploration-fraction", str(exploration_fraction), "--time-to-level", str(THRESHOLD)]
+    rejax += ["--chunk-steps", str(CHUNK_STEPS), "--eval-episodes", str(EVAL_EPISODES)]
+    return {"podrace": podrace, "rejax": rejax}
 
 
 def main() -> None:
@@ -176,54 +212,30 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--max-env-steps", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(WORKERS[args.worker](args.seed)))
+        limit = {} if args.worker == "dqn" else {"max_env_steps": args.max_env_steps or MAX_STEPS[args.worker]}
+        print(json.dumps(WORKERS[args.worker](args.seed, **limit)))
         return
     if not args.rejax_python:
         parser.error("--rejax-python is required")
 
-    rejax = [args.rejax_python, str(HERE / "rejax_baseline.py")]
-    podrace = [sys.executable, __file__, "--worker"]
-    results: dict[str, dict[str, list[dict[str, Any]]]] = {
-        "ppo": {"podrace": [], "rejax": []},
-        "dqn": {"podrace": [], "rejax": []},
-        "dqn-time": {"podrace": [], "rejax": []},
-    }
-    # rejax's DQN decays epsilon over a fraction of its run: the same steps as podrace's.
-    exploration_fraction = DQN_EXPLORATION_STEPS / DQN_MAX_STEPS
-    dqn_time_flags = ["--steps", str(DQN_MAX_STEPS), "--exploration-fraction", str(exploration_fraction)]
-    dqn_time_flags += ["--time-to-level", str(THRESHOLD), "--chunk-steps", str(CHUNK_STEPS)]
-    dqn_time_flags += ["--eval-episodes", str(EVAL_EPISODES)]
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {mode: {"podrace": [], "rejax": []} for mode in WORKERS}
     print(f"jax {jax.__version__} on {jax.default_backend()}; seeds {args.seeds}")
     for seed in args.seeds:
-        for library, command in (
-            ("podrace", [*podrace, "ppo", "--seed", str(seed)]),
-            ("rejax", [*rejax, "ppo-time-to-solve", "--seed", str(seed)]),
-        ):
-            result = run_json(command)
-            results["ppo"][library].append(result)
-            print(
-                f"ppo  {library:8s} seed {seed}: {result['seconds']:7.2f} s to solve "
-                f"({result['env_steps']} env steps, solved={result['solved']})"
-            )
-        for library, command in (
-            ("podrace", [*podrace, "dqn", "--seed", str(seed)]),
-            ("rejax", [*rejax, "dqn-sps", "--seed", str(seed), "--agent", "QNetwork"]),
-        ):
-            result = run_json(command)
-            results["dqn"][library].append(result)
-            print(f"dqn  {library:8s} seed {seed}: {result['sps']:10.0f} env steps/s")
-        for library, command in (
-            ("podrace", [*podrace, "dqn-time", "--seed", str(seed)]),
-            ("rejax", [*rejax, "dqn-sps", "--seed", str(seed), "--agent", "QNetwork", *dqn_time_flags]),
-        ):
-            result = run_json(command)
-            results["dqn-time"][library].append(result)
-            print(
-                f"dqn  {library:8s} seed {seed}: {result['seconds']:7.2f} s to solve "
-                f"({result['env_steps']} env steps, solved={result['solved']})"
-            )
+        for mode in WORKERS:
+            for library, command in commands(mode, seed, args.rejax_python).items():
+                result = run_json(command)
+                results[mode][library].append(result)
+                if mode == "dqn":
+                    print(f"dqn  {library:8s} seed {seed}: {result['sps']:10.0f} env steps/s")
+                else:
+                    print(
+                        f"{mode:8s} {library:8s} seed {seed}: {result['seconds']:7.2f} s to solve "
+                        f"({result['env_steps']} env steps, solved={result['solved']}, "
+                        f"first result {result['startup']['first result s']:.2f} s)"
+                    )
 
     def median(mode: str, library: str, key: str) -> float:
         return statistics.median(result[key] for result in results[mode][library])

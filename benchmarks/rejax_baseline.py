@@ -49,7 +49,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from _compare import compilations
+from _compare import compile_profile
 from rejax import DQN, PPO, PQN, SAC, TD3
 from rejax.evaluate import evaluate
 
@@ -104,6 +104,7 @@ def ppo_time_to_solve(args: argparse.Namespace) -> dict[str, Any]:
     chunk = -(-args.chunk_steps // rollout) * rollout
 
     start = time.perf_counter()
+    profile = compile_profile()
     algo = PPO.create(
         env=args.env,
         agent_kwargs=dict(agent_kwargs),
@@ -114,7 +115,9 @@ def ppo_time_to_solve(args: argparse.Namespace) -> dict[str, Any]:
     )
     algo = algo.replace(eval_callback=make_eval_callback(args.eval_episodes, args.eval_policy == "greedy"))
     train_chunk = jax.jit(lambda ts: algo.train(train_state=ts))
-    ts = jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed))
+    built = time.perf_counter() - start
+    ts = jax.block_until_ready(jax.jit(algo.init_state)(jax.random.PRNGKey(args.seed)))
+    initialised = time.perf_counter() - start
 
     history: list[tuple[int, float, float]] = []
     solved = False
@@ -133,6 +136,7 @@ def ppo_time_to_solve(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "solved": solved,
         "seconds": round(seconds, 3),
+        "startup": startup(built, initialised, history, profile),
         "env_steps": history[-1][0],
         "final_mean_return": history[-1][2],
         "threshold": args.threshold,
@@ -266,7 +270,9 @@ def time_to_level(build: Callable[[], Any], args: argparse.Namespace, steps_per_
     rejax's own acting function (`make_act`, rejax's `evaluate`); the run stops there or
     after `--steps`, the length its schedules are set for."""
     start = time.perf_counter()
+    profile = compile_profile()
     algo = build()
+    built = time.perf_counter() - start
     iterations = args.chunk_steps // steps_per_iteration
 
     @jax.jit
@@ -276,7 +282,8 @@ def time_to_level(build: Callable[[], Any], args: argparse.Namespace, steps_per_
         _, returns = evaluate(algo.make_act(ts), rng, algo.env, algo.env_params, args.eval_episodes, max_steps)
         return ts, returns.mean()
 
-    ts = initial_state(algo, args.seed)
+    ts = jax.block_until_ready(initial_state(algo, args.seed))
+    initialised = time.perf_counter() - start
     history: list[tuple[int, float, float]] = []
     mean_return, steps = -float("inf"), 0
     while mean_return < args.time_to_level and steps < args.steps:
@@ -293,9 +300,19 @@ def time_to_level(build: Callable[[], Any], args: argparse.Namespace, steps_per_
         "env_steps": steps,
         "level": args.time_to_level,
         "history": history,
+        "startup": startup(built, initialised, history, profile),
         "jax": jax.__version__,
         "backend": jax.default_backend(),
     }
+
+
+def startup(
+    built: float, initialised: float, history: list[tuple[int, float, float]], profile: dict[str, Any]
+) -> dict[str, Any]:
+    """The seconds to the algorithm built, to its state initialised and to the first chunk's
+    result, with the process's compilations (`_compare.compile_profile`), as podrace's
+    side reports them."""
+    return {"build s": built, "init s": initialised, "first result s": history[0][1], **profile}
 
 
 def timed_training(algo: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -308,11 +325,11 @@ def timed_training(algo: Any, args: argparse.Namespace) -> dict[str, Any]:
     ts = jax.block_until_ready(train(ts))
     warmup = time.perf_counter() - t0
     step0 = int(ts.global_step)
-    compiled = compilations()
+    profile = compile_profile()
     t0 = time.perf_counter()
     ts = jax.block_until_ready(train(ts))
     elapsed = time.perf_counter() - t0
-    timed_call_compilations = len(compiled)
+    timed_call_compilations = profile["programs"]
     steps = int(ts.global_step) - step0
 
     return {

@@ -65,8 +65,10 @@ def check_optimizer_first_step(owner: str, name: str, optimizer: Any, params: Py
     not finite (a learning rate of NaN or infinity, say) or goes uphill (a negative
     learning rate), before a run rather than after its first update.
 
-    The step is taken eagerly on parameters of ones with the ranks and dtypes of `params`
-    and one element each, so that it costs the same small programs for every network. It
+    The step is taken on parameters of ones with the ranks and dtypes of `params` and one
+    element each, in one small compiled program (taken eagerly, each of the optimiser's
+    operations would compile a program of its own: most of a learner's construction time
+    on a CPU). It
     goes uphill when, on some array, it has a positive inner product with the gradient it
     was given: every optimiser that minimises (SGD, Adam, RMSProp, with or without
     schedules, clipping or weight decay) steps against the gradient, and one of learning
@@ -81,9 +83,13 @@ def check_optimizer_first_step(owner: str, name: str, optimizer: Any, params: Py
     - `optimizer`: the optax gradient transformation.
     - `params`: the parameters it will update.
     """
-    ones = jax.tree.map(lambda leaf: jnp.ones((1,) * jnp.ndim(leaf), jnp.result_type(leaf)), params)
-    try:
+    def first_step() -> PyTree[Array]:
+        ones = jax.tree.map(lambda leaf: jnp.ones((1,) * jnp.ndim(leaf), jnp.result_type(leaf)), params)
         updates, _ = optimizer.update(ones, optimizer.init(ones), ones)
+        return updates
+
+    try:
+        updates = jax.jit(first_step)()
     except (TypeError, ValueError):
         return
     steps = [_concrete(leaf) for leaf in jax.tree.leaves(updates)]

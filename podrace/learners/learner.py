@@ -1,12 +1,13 @@
 import abc
 import re
+from collections.abc import Callable
 from typing import Generic, Literal, TypeVar, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, TimeStep, Trajectory
 from .._validation import check_optimizer_first_step, check_parts_fit, check_positive_int, check_reads
@@ -18,6 +19,9 @@ from ..results import LossTerms, UpdateMetrics
 
 
 StateT = TypeVar("StateT")
+OperandT = TypeVar("OperandT")
+OutputT = TypeVar("OutputT")
+MetricsT = TypeVar("MetricsT")
 
 
 class AbstractLearner(eqx.Module, Generic[StateT]):
@@ -109,6 +113,29 @@ def with_params(module: ModuleT, params: PyTree[Array]) -> ModuleT:
 
 
 _NON_FINITE = "podrace: loss term"
+
+
+def cond_or_zero_metrics(
+    pred: Bool[Array, ""],
+    step: Callable[[OperandT], tuple[OutputT, MetricsT]],
+    skip: Callable[[OperandT], OutputT],
+    operand: OperandT,
+) -> tuple[OutputT, MetricsT]:
+    """`step(operand)` where `pred`, else `skip(operand)` with metrics of zeros, in one
+    `lax.cond` (a replay learner's learning before its buffer is ready, TD3's delayed
+    actor step).
+
+    `step` is traced once: wrapped in `jax.jit`, the trace that gives its metrics'
+    shapes to the other branch is reused by the `lax.cond` (tracing it twice would
+    double the tracing of a learner's whole update).
+    """
+    step = jax.jit(step)
+    metrics = jax.eval_shape(step, operand)[1]
+
+    def skip_with_zeros(operand: OperandT) -> tuple[OutputT, MetricsT]:
+        return skip(operand), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
+
+    return jax.lax.cond(pred, step, skip_with_zeros, operand)
 
 
 def raise_non_finite_loss(error: Exception) -> None:

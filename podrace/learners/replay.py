@@ -12,7 +12,7 @@ from .._types import PolicyStep, TimeStep, Trajectory
 from .._validation import check_positive_int
 from ..agent import AbstractAgent
 from ..results import UpdateMetrics
-from .learner import AbstractLearner
+from .learner import AbstractLearner, cond_or_zero_metrics
 
 
 def _flashbax() -> Any:
@@ -183,10 +183,6 @@ class AbstractReplayLearner(AbstractLearner[ReplayStateT]):
             )
             return eqx.tree_at(lambda s: s.key, state, key), jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
 
-        def wait(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
-            metrics = jax.eval_shape(learn, state)[1]
-            return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
-
         ready = self.replay.ready(state.replay) & (num_transitions >= self.min_replay_size)
-        state, metrics = jax.lax.cond(ready, learn, wait, state)
+        state, metrics = cond_or_zero_metrics(ready, learn, lambda state: state, state)
         return eqx.tree_at(lambda s: s.num_updates, state, state.num_updates + 1), metrics

@@ -30,7 +30,7 @@ from .actor_critic import (
     merge_metrics,
     refuse_settings_beside_loss,
 )
-from .learner import gradient_step, with_params
+from .learner import cond_or_zero_metrics, gradient_step, with_params
 from .replay import SequenceReplay
 
 
@@ -239,22 +239,14 @@ class TD3Learner(AbstractActorCriticLearner[TD3State, AbstractCritic]):
             )
             target_actor_params = optax.incremental_update(actor_params, state.target_actor_params, self.tau)
             target_critic_params = optax.incremental_update(critic_params, state.target_critic_params, self.tau)
-            return actor_params, actor_opt_state, target_actor_params, target_critic_params, metrics
+            return (actor_params, actor_opt_state, target_actor_params, target_critic_params), metrics
 
         def critic_only(_):
-            metrics = jax.eval_shape(actor_and_targets, None)[-1]
-            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
-            return (
-                state.actor_params,
-                state.actor_opt_state,
-                state.target_actor_params,
-                state.target_critic_params,
-                zeros,
-            )
+            return state.actor_params, state.actor_opt_state, state.target_actor_params, state.target_critic_params
 
         num_gradient_steps = state.num_gradient_steps + 1
-        actor_params, actor_opt_state, target_actor_params, target_critic_params, actor_metrics = jax.lax.cond(
-            num_gradient_steps % self.policy_delay == 0, actor_and_targets, critic_only, None
+        (actor_params, actor_opt_state, target_actor_params, target_critic_params), actor_metrics = (
+            cond_or_zero_metrics(num_gradient_steps % self.policy_delay == 0, actor_and_targets, critic_only, None)
         )
         state = eqx.tree_at(
             lambda s: (
