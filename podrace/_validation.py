@@ -16,6 +16,7 @@ from ._types import (
     Discrete,
     ObservationActionReward,
 )
+from .compilation import compiled_once
 
 
 def as_float_array(value: ArrayLike) -> Float[Array, "..."]:
@@ -83,13 +84,14 @@ def check_optimizer_first_step(owner: str, name: str, optimizer: Any, params: Py
     - `optimizer`: the optax gradient transformation.
     - `params`: the parameters it will update.
     """
+
     def first_step() -> PyTree[Array]:
         ones = jax.tree.map(lambda leaf: jnp.ones((1,) * jnp.ndim(leaf), jnp.result_type(leaf)), params)
         updates, _ = optimizer.update(ones, optimizer.init(ones), ones)
         return updates
 
     try:
-        updates = jax.jit(first_step)()
+        updates = compiled_once(first_step)()
     except (TypeError, ValueError):
         return
     steps = [_concrete(leaf) for leaf in jax.tree.leaves(updates)]

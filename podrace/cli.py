@@ -29,7 +29,7 @@ import numpy as np
 from . import configs, distributed
 from ._version import __version__
 from .checkpoint import Checkpointer
-from .compilation import enable_compilation_cache
+from .compilation import CACHE_VARIABLE, default_compilation_cache, enable_compilation_cache
 from .configs.base import flag_name, non_negative_int, positive_float, positive_int, whole_number
 from .envs import AbstractEnv, NormalizeObservation
 from .envs._packages import import_package
@@ -252,12 +252,28 @@ def _add_reproduce_parser(commands: Any) -> None:
 
 
 def _add_compilation_cache_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
         "--compilation-cache",
         type=pathlib.Path,
         metavar="DIR",
-        help="keep the compiled programs in DIR, so that the next run loads them (podrace.enable_compilation_cache)",
+        help="where to keep the compiled programs, so that the next run of the same settings loads them "
+        f"(podrace.enable_compilation_cache; default ${CACHE_VARIABLE}, else ~/.cache/podrace)",
     )
+    cache.add_argument(
+        "--no-compilation-cache",
+        action="store_true",
+        help=f"compile every program afresh and keep none (as does an empty ${CACHE_VARIABLE})",
+    )
+
+
+def _compilation_cache(args: argparse.Namespace) -> str | None:
+    """The directory where the command keeps its compiled programs, or `None` for none."""
+    if args.no_compilation_cache:
+        return None
+    if args.compilation_cache is not None:
+        return str(args.compilation_cache)
+    return default_compilation_cache()
 
 
 # --------------------------------------------------------------------------------------
@@ -641,8 +657,9 @@ def main(argv: list[str] | None = None) -> int:
         # Host acting runs one small program a step, which JAX's CPU client runs fastest in the calling
         # thread (set before JAX's first computation; see docs/scaling.md).
         jax.config.update("jax_cpu_enable_async_dispatch", False)
-    if args.compilation_cache is not None:
-        enable_compilation_cache(args.compilation_cache)
+    cache = _compilation_cache(args)
+    if cache is not None:
+        enable_compilation_cache(cache)
     try:
         return args.run(args)
     except (ValueError, ImportError, ConnectionError, FileNotFoundError) as error:

@@ -1,8 +1,40 @@
-"""JAX's persistent compilation cache, switched on in one call."""
+"""JAX's persistent compilation cache, switched on in one call; the command line's by default."""
 
+import functools
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import equinox as eqx
 import jax
+
+
+RUN_ONCE_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False}
+"""XLA's options for the programs a run calls once (building a network, an initial state,
+a check at construction), where compiling is all their cost: on a CPU, XLA's MLIR fusion
+emitters make faster kernels but compile each one several times slower than its older
+emitters (the start-up profile in `benchmarks/README.md`). Other backends ignore them."""
+
+FunctionT = TypeVar("FunctionT", bound=Callable[..., Any])
+
+
+def compiled_once(fun: FunctionT) -> FunctionT:
+    """`eqx.filter_jit(fun)` for a program a run calls once: compiled with
+    `RUN_ONCE_OPTIONS` when called at the top level, as a plain part of the caller's
+    program when traced into another (XLA takes options only for a whole program)."""
+    top_level, nested = eqx.filter_jit(fun, compiler_options=RUN_ONCE_OPTIONS), eqx.filter_jit(fun)
+
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        # Inside a program being traced (jit, scan, eval_shape), even a constant is staged out.
+        traced = isinstance(jax.device_put(0), jax.core.Tracer)
+        return (nested if traced else top_level)(*args, **kwargs)
+
+    return call  # pyright: ignore[reportReturnType]
+
+
+CACHE_VARIABLE = "PODRACE_COMPILATION_CACHE"
+"""The environment variable that names the command line's compilation cache (empty for none)."""
 
 
 def enable_compilation_cache(directory: str | os.PathLike[str]) -> None:
@@ -34,3 +66,17 @@ def enable_compilation_cache(directory: str | os.PathLike[str]) -> None:
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def default_compilation_cache() -> str | None:
+    """Where the `podrace` command keeps its compiled programs unless told otherwise:
+    `$PODRACE_COMPILATION_CACHE` (an empty value for no cache), else `podrace` in the
+    user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`).
+
+    A second run of the same command, the common case, then loads its programs instead
+    of compiling them: on a 2-core CPU, `podrace train catch` took 15.4 s instead of
+    18.9 s (`docs/cli.md`). Delete the directory to empty the cache.
+    """
+    if CACHE_VARIABLE in os.environ:
+        return os.environ[CACHE_VARIABLE] or None
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "podrace")

@@ -17,6 +17,11 @@ import warnings
 # Workers of `pytest -n` share one accelerator: none may take most of its memory up front.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+# The command line keeps its compiled programs in the user's cache by default, a setting of
+# the whole process: the tests that run it in this process must compile as every other
+# test does (a test of the default runs it in a process of its own).
+os.environ["PODRACE_COMPILATION_CACHE"] = ""
+
 
 # Runs compared bit for bit in two processes (test_checkpoint.py) must compile alike on a
 # GPU: deterministic kernels and no autotuning (which may pick other kernels in each

@@ -399,18 +399,31 @@ def test_the_launch_flags_go_together(capsys):
     assert "give all three" in capsys.readouterr().err
 
 
-def test_the_compilation_cache_flag_keeps_the_compiled_programs(tmp_path):
+def test_the_command_keeps_the_compiled_programs_in_the_users_cache_by_default(tmp_path):
     # In a new process: the cache is a setting of the whole process.
     command = [sys.executable, "-m", "podrace.cli", "train", "catch", *TINY, "--output", str(tmp_path / "c.png")]
+    environment = {name: value for name, value in os.environ.items() if name != pr.compilation.CACHE_VARIABLE}
     run = subprocess.run(
-        [*command, "--compilation-cache", str(tmp_path / "cache")],
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        command,
+        env=dict(environment, JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(tmp_path / "cache")),
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    assert any((tmp_path / "cache").iterdir())
+    assert any((tmp_path / "cache" / "podrace").iterdir())
+
+
+def test_the_compilation_cache_is_the_flags_then_the_variables(monkeypatch, tmp_path):
+    monkeypatch.delenv(pr.compilation.CACHE_VARIABLE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert pr.compilation.default_compilation_cache() == str(tmp_path / "podrace")
+    monkeypatch.setenv(pr.compilation.CACHE_VARIABLE, str(tmp_path / "mine"))
+    assert pr.compilation.default_compilation_cache() == str(tmp_path / "mine")
+    monkeypatch.setenv(pr.compilation.CACHE_VARIABLE, "")
+    assert pr.compilation.default_compilation_cache() is None
+    with pytest.raises(SystemExit):  # a directory and none at once
+        cli.main(["train", "catch", "--compilation-cache", str(tmp_path), "--no-compilation-cache"])
 
 
 def test_the_member_keys_are_the_seeds():

@@ -3,10 +3,10 @@
 import abc
 from typing import Any
 
-import equinox as eqx
 import jax
 from jaxtyping import PRNGKeyArray
 
+from ..compilation import compiled_once
 from ..networks import (
     AbstractHead,
     AbstractNetwork,
@@ -53,7 +53,7 @@ class AbstractTorsoHeadConfig(AbstractConfig):
         )
 
 
-@eqx.filter_jit
+@compiled_once
 def network_in_one_program(
     config: AbstractTorsoHeadConfig,
     action_space: Any,

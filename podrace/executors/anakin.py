@@ -21,6 +21,7 @@ from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
 from .._types import TimeStep, Trajectory
 from .._validation import check_positive_int
 from ..agent import AbstractAgent
+from ..compilation import compiled_once
 from ..envs import AbstractEnv, AutoReset
 from ..envs.normalization import NormalizeObservation
 from ..learners import AbstractLearner
@@ -339,7 +340,7 @@ class Anakin(AbstractPipeline[AnakinState]):
         """
         return self._init(key)
 
-    @eqx.filter_jit
+    @compiled_once
     def _init(self, key: PRNGKeyArray) -> AnakinState:
         # Laid out inside the compiled program, so that with many processes each one
         # computes only the environments on its own devices.

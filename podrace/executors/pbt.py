@@ -24,6 +24,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from .._validation import check_positive_int
+from ..compilation import compiled_once
 from ..envs import AbstractEnv
 from ..loggers import path_names, summarize
 from ..networks import AbstractNetwork
@@ -360,7 +361,7 @@ class PBT(AbstractPipeline[PBTState]):
         check_member(self, member)
         return self.population_at(state).evaluation_env(state.members, member)
 
-    @eqx.filter_jit
+    @compiled_once
     def init(self, key: PRNGKeyArray) -> PBTState:
         """The population's initial state (from `key` as [`podrace.Population.init`][] draws it) and the schedule's."""
         members_key, key = jax.random.split(key)

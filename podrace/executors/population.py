@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, PRNGKeyArray, PyTree
 
 from .._validation import check_positive_int
+from ..compilation import compiled_once
 from ..envs import AbstractEnv
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
@@ -164,7 +165,7 @@ class Population(AbstractPipeline[AnakinState]):
         learner = self.member(0).learner
         return eqx.filter_vmap(learner.network_at)(state.learner)
 
-    @eqx.filter_jit
+    @compiled_once
     def init(self, key: PRNGKeyArray) -> AnakinState:
         """Initialises every member: member `i` from `jax.random.split(key, size)[i]`.
 

@@ -10,6 +10,7 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ..compilation import compiled_once
 from .initializations import AbstractInitialization, FanInUniform, ParameterSpec
 
 
@@ -88,7 +89,7 @@ def init_layers(
     )
 
 
-@functools.partial(jax.jit, static_argnums=(0, 2))
+@compiled_once
 def _draw(
     initialization: AbstractInitialization, key: PRNGKeyArray, parameters: tuple[ParameterSpec, ...]
 ) -> list[Array]:

@@ -135,9 +135,10 @@ class MLPCritic(AbstractCritic):
             *dense_layers(in_size, hidden_sizes),
             functools.partial(eqx.nn.Linear, hidden_sizes[-1], "scalar"),
         )
-        keys = jax.random.split(key, num_critics)
-        critics = [init_layers(key, *constructors, initialization=initialization) for key in keys]
-        self.layers = jax.tree.map(lambda *leaves: jnp.stack(leaves), *critics)
+        # One program draws every critic's layers, already stacked.
+        self.layers = jax.vmap(lambda key: init_layers(key, *constructors, initialization=initialization))(
+            jax.random.split(key, num_critics)
+        )
         self.activation = activation
         self.action_size = action_size
         self.num_critics = num_critics
