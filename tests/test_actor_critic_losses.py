@@ -9,6 +9,7 @@ from typing import final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import optax
 import pytest
@@ -180,6 +181,19 @@ def test_temperature_loss_steers_alpha_toward_the_target_entropy():
     np.testing.assert_allclose([value, terms["alpha"]], [np.log(0.5) * 1.25, 0.5], rtol=1e-6)
     # Entropy above its target: the gradient raises log alpha's loss, so a step lowers alpha.
     assert jax.grad(lambda log_alpha: loss(log_alpha, jnp.asarray(0.25))[0])(0.0) > 0
+
+
+def test_temperature_loss_multiplied_by_alpha_is_the_papers_eq_18():
+    loss = pr.losses.TemperatureLoss(target_entropy=-1.0, multiplier="temperature")
+    log_alpha, entropy = jnp.log(jnp.asarray(0.5)), jnp.asarray(0.25)
+    value, terms = loss(log_alpha, entropy)
+    np.testing.assert_allclose([value, terms["alpha"]], [0.5 * 1.25, 0.5], rtol=1e-6)
+    # The same sign as with log alpha, alpha times the gradient.
+    gradient = jax.grad(lambda log_alpha: loss(log_alpha, entropy)[0])(log_alpha)
+    np.testing.assert_allclose(gradient, 0.5 * 1.25, rtol=1e-6)
+    # The test session's type checks refuse it before the constructor's ValueError can.
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError), match="multiplier"):
+        pr.losses.TemperatureLoss(target_entropy=-1.0, multiplier="alpha")
 
 
 @final

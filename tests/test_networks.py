@@ -6,6 +6,7 @@ from typing import final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import optax
 import pytest
@@ -813,6 +814,21 @@ def test_a_tanh_gaussian_head_keeps_its_log_std_inside_its_range():
     assert np.all(output.log_std >= -3.0) and np.all(output.log_std <= 1.0)
     with pytest.raises(ValueError, match="min_log_std must be below max_log_std"):
         pr.networks.TanhGaussianHead(4, 2, min_log_std=1.0, max_log_std=1.0, key=jax.random.key(0))
+
+
+def test_a_tanh_gaussian_head_clips_its_log_std_or_maps_it_through_tanh():
+    features = 3.0 * helpers.normal(0, (64, 4))
+    tanh = pr.networks.TanhGaussianHead(4, 2, min_log_std=-3.0, max_log_std=1.0, key=jax.random.key(0))
+    clip = pr.networks.TanhGaussianHead(
+        4, 2, min_log_std=-3.0, max_log_std=1.0, log_std_bounding="clip", key=jax.random.key(0)
+    )
+    raw = jax.vmap(lambda x: tanh.log_std_linear.weight @ x + tanh.log_std_linear.bias)(features)
+    np.testing.assert_allclose(jax.vmap(clip)(features).log_std, np.clip(raw, -3.0, 1.0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(jax.vmap(tanh)(features).log_std, -3.0 + 4.0 * (np.tanh(raw) + 1) / 2, rtol=1e-5)
+    assert np.any(raw < -3.0) or np.any(raw > 1.0)
+    # The test session's type checks refuse it before the constructor's ValueError can.
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError), match="log_std_bounding"):
+        pr.networks.TanhGaussianHead(4, 2, log_std_bounding="sigmoid", key=jax.random.key(0))
 
 
 def test_mlp_torso_takes_integer_observations_as_floats():

@@ -1,8 +1,11 @@
 """Running normalisation of observations and rewards (`podrace.RunningNormalization`)."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import pytest
 
@@ -189,3 +192,33 @@ def test_the_statistics_are_checkpointed_and_a_resumed_run_is_bit_identical(tmp_
     helpers.assert_trees_close(
         pipeline.train(restored, num_updates=2), pipeline.train(state, num_updates=2), rtol=0, atol=0
     )
+
+
+@pytest.mark.parametrize("replayed", ["raw", "normalized"])
+def test_a_replay_learner_stores_raw_observations_and_learns_from_batches_normalised_now(replayed):
+    env = pr.envs.TimeLimit(helpers.Point(), 4)
+    normalization = pr.RunningNormalization(rewards=False, replayed_observations=replayed)
+    pipeline = pr.Anakin(
+        env, helpers.td3_learner(jax.random.key(0)), num_envs=3, rollout_length=2, normalization=normalization
+    )
+    start = pipeline.init(jax.random.key(1))
+    state = pipeline.train(start, num_updates=1).state
+    stored = state.learner.replay.experience[0].observation[:, 0]  # each environment's first step
+    if replayed == "raw":
+        assert start.envs.raw_observation is not None
+        helpers.assert_trees_close(stored, start.envs.raw_observation, rtol=0, atol=0)
+        assert not np.allclose(stored, start.envs.timestep.observation)  # the agent saw them normalised
+    else:
+        assert start.envs.raw_observation is None
+        helpers.assert_trees_close(stored, start.envs.timestep.observation, rtol=0, atol=0)
+    # A sampled batch of raw observations comes out normalised by the statistics given.
+    statistics = normalization.observation_statistics(state.envs.normalization)
+    normalize = functools.partial(statistics.normalize, clip=CLIP, epsilon=EPSILON)
+    replay = pr.learners.SequenceReplay(pipeline.learner.replay.buffer_size, 2, normalize_observations=normalize)
+    key = jax.random.key(2)
+    sampled = replay.sample(state.learner.replay, key, 5).timestep.observation
+    as_stored = pipeline.learner.replay.sample(state.learner.replay, key, 5).timestep.observation
+    helpers.assert_trees_close(sampled, normalize(as_stored), rtol=0, atol=0)
+    # (The test session's type checks refuse it first, by its annotation.)
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError), match="replayed_observations"):
+        pr.RunningNormalization(replayed_observations="stale")

@@ -9,6 +9,7 @@ import dataclasses
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import optax
 import pytest
@@ -98,6 +99,51 @@ def test_sac_temperature_falls_while_the_policy_is_more_random_than_its_target_e
         state, _ = update(state, trajectory)
     assert int(state.num_gradient_steps) > 0
     assert float(state.log_temperature) < float(jnp.log(learner.initial_temperature))
+
+
+def test_sac_update_order_decides_which_step_sees_the_others_update():
+    """Critics first, the actor's step reads the critics' new parameters and not the
+    reverse; actor first, the other way round: which optimiser each step depends on."""
+    base = helpers.sac_learner(jax.random.key(0))
+    case = helpers.LEARNERS["sac"]
+    trajectory = case.random_trajectory(base.initial_agent(), 0, 6, 3)
+    state = base.init(jax.random.key(0), jax.tree.map(lambda x: x[0], trajectory.timestep))
+    for _ in range(3):
+        state, _ = eqx.filter_jit(base.update)(state, trajectory)
+
+    def learn_step(update_order: str, actor_optimizer, critic_optimizer) -> pr.learners.SACState:
+        learner = pr.learners.SACLearner(
+            base.actor,
+            base.critic,
+            actor_optimizer,
+            critic_optimizer,
+            helpers.ADAM,
+            buffer_size=240,
+            batch_size=4,
+            min_replay_size=12,
+            update_order=update_order,
+        )
+        return eqx.filter_jit(learner.learn_step)(state, jax.random.key(1), None)[0]
+
+    slow, fast = optax.adam(1e-3), optax.adam(1e-1)
+    for update_order, actor_reads_critics in (("critics_first", True), ("actor_first", False)):
+        reference = learn_step(update_order, slow, slow)
+        other_critic_step = learn_step(update_order, slow, fast)
+        other_actor_step = learn_step(update_order, fast, slow)
+        assert _moved(other_critic_step.actor_params, reference.actor_params) == actor_reads_critics
+        assert _moved(other_actor_step.critic_params, reference.critic_params) != actor_reads_critics
+    # The test session's type checks refuse it before the constructor's ValueError can.
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError), match="update_order"):
+        pr.learners.SACLearner(
+            base.actor,
+            base.critic,
+            slow,
+            slow,
+            slow,
+            buffer_size=240,
+            batch_size=4,
+            update_order="critic_first",
+        )
 
 
 def test_discrete_sac_step_takes_the_papers_three_objectives():

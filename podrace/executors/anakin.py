@@ -10,6 +10,7 @@ Reference: Hessel et al., "Podracer architectures for scalable Reinforcement
 Learning", 2021.
 """
 
+import functools
 from typing import final
 
 import equinox as eqx
@@ -26,6 +27,7 @@ from ..envs import AbstractEnv, AutoReset
 from ..envs.normalization import NormalizeObservation
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
+from ..learners.replay import AbstractReplayLearner
 from ..loggers import summarize
 from ..networks import AbstractNetwork
 from ..results import EvaluationResult, TrainMetrics
@@ -53,6 +55,9 @@ class EnvBatch(eqx.Module):
     - `normalization`: each environment's copy of the running normalisation's
         statistics (the same in all), when the pipeline normalises; `timestep` is then
         normalised.
+    - `raw_observation`: the observation of `timestep` before normalisation, kept when
+        a replay learner stores raw observations (see
+        [`podrace.RunningNormalization`][]); `None` otherwise.
     """
 
     env_state: PyTree[Array]
@@ -62,6 +67,7 @@ class EnvBatch(eqx.Module):
     episode_return: Float[Array, "*batch"]
     episode_length: Int[Array, "*batch"]
     normalization: NormalizationState | None = None
+    raw_observation: PyTree[Array] | None = None
 
 
 @final
@@ -107,6 +113,8 @@ def rollout(
     length: int,
     normalization: RunningNormalization | None = None,
     axis_name: str | None = None,
+    *,
+    raw_observations: bool = False,
 ) -> tuple[EnvBatch, Trajectory, Float[Array, " T batch"]]:
     """Acts for `length` steps in a batch of auto-resetting environments.
 
@@ -119,6 +127,9 @@ def rollout(
     - `normalization`: normalises the time steps that the agent and the trajectory see
         (the episode returns stay the environment's own).
     - `axis_name`: inside `shard_map`, the device axis the batch is split over.
+    - `raw_observations`: the trajectory's observations are those before
+        normalisation (kept in `envs.raw_observation`), for a replay learner that
+        normalises each sampled batch; the agent acts on normalised ones all the same.
 
     **Returns:**
 
@@ -126,6 +137,12 @@ def rollout(
     step is the last one of the previous rollout) and, for each step and environment,
     the return of an episode that ended there (0 elsewhere).
     """
+
+    def recorded(envs: EnvBatch) -> TimeStep:
+        if not raw_observations:
+            return envs.timestep
+        return eqx.tree_at(lambda t: t.observation, envs.timestep, envs.raw_observation)
+
     act = jax.vmap(agent)
     step_envs = env.step_batch
     reset_carry = jax.vmap(agent.reset_carry)
@@ -139,17 +156,17 @@ def rollout(
         ended_return = jnp.where(timestep.is_last, episode_return, 0.0)
         episode_length = jnp.where(timestep.is_first | timestep.is_last, 0, envs.episode_length + 1)
         statistics = envs.normalization
+        raw_observation = timestep.observation if raw_observations else None
         if normalization is not None:
             assert statistics is not None
             statistics, timestep = normalization.step(statistics, timestep, axis_name)
-        return EnvBatch(env_state, timestep, carry, keys[:, 0], episode_return, episode_length, statistics), (
-            envs.timestep,
-            policy_step,
-            ended_return,
+        batch = EnvBatch(
+            env_state, timestep, carry, keys[:, 0], episode_return, episode_length, statistics, raw_observation
         )
+        return batch, (recorded(envs), policy_step, ended_return)
 
     last, (timesteps, policy_steps, ended_returns) = jax.lax.scan(step, envs, length=length)
-    timesteps = jax.tree.map(lambda steps, final: jnp.concatenate([steps, final[None]]), timesteps, last.timestep)
+    timesteps = jax.tree.map(lambda steps, final: jnp.concatenate([steps, final[None]]), timesteps, recorded(last))
     return last, Trajectory(timesteps, policy_steps, envs.carry), ended_returns
 
 
@@ -193,11 +210,30 @@ def init_state(
     learner_key, envs_key = jax.random.split(key)
     envs = jax.vmap(reset)(jax.random.split(envs_key, num_envs))
     if normalization is not None:
+        raw_observation = envs.timestep.observation if replays_raw_observations(learner, normalization) else None
         statistics, timestep = normalization.init(envs.timestep)
         envs = EnvBatch(
-            envs.env_state, timestep, envs.carry, envs.key, envs.episode_return, envs.episode_length, statistics
+            envs.env_state,
+            timestep,
+            envs.carry,
+            envs.key,
+            envs.episode_return,
+            envs.episode_length,
+            statistics,
+            raw_observation,
         )
     return AnakinState(learner.init(learner_key, envs.timestep), envs)
+
+
+def replays_raw_observations(learner: AbstractLearner, normalization: RunningNormalization | None) -> bool:
+    """Whether `learner` keeps raw observations in its replay and normalises each sampled
+    batch (a replay learner, with `normalization.replayed_observations == "raw"`)."""
+    return (
+        isinstance(learner, AbstractReplayLearner)
+        and normalization is not None
+        and normalization.observations
+        and normalization.replayed_observations == "raw"
+    )
 
 
 def train_steps(
@@ -229,10 +265,23 @@ def train_steps(
     The state after the last update and the metrics of each update.
     """
 
+    raw_observations = replays_raw_observations(learner, normalization)
+
     def one_update(state: AnakinState, _):
         agent = learner.agent(state.learner)
-        envs, trajectory, ended_returns = rollout(env, agent, state.envs, rollout_length, normalization, axis_name)
-        learner_state, update_metrics = learner.update(state.learner, trajectory, axis_name=axis_name)
+        envs, trajectory, ended_returns = rollout(
+            env, agent, state.envs, rollout_length, normalization, axis_name, raw_observations=raw_observations
+        )
+        if raw_observations:
+            assert isinstance(learner, AbstractReplayLearner) and normalization is not None
+            statistics = normalization.observation_statistics(envs.normalization)
+            assert statistics is not None
+            normalize = functools.partial(statistics.normalize, clip=normalization.clip, epsilon=normalization.epsilon)
+            learner_state, update_metrics = learner.update(
+                state.learner, trajectory, axis_name=axis_name, normalize_observations=normalize
+            )
+        else:
+            learner_state, update_metrics = learner.update(state.learner, trajectory, axis_name=axis_name)
         # Every step but a reset belongs to an episode: the episodes that ended took the
         # rollout's other steps and the steps they had taken before it, but for the steps
         # of the episodes still running at its end.

@@ -1,6 +1,7 @@
 """Replay on the device: the part every off-policy learner stores its experience in."""
 
 import abc
+from collections.abc import Callable
 from typing import Any, TypeVar, final
 
 import equinox as eqx
@@ -44,10 +45,15 @@ class SequenceReplay(eqx.Module):
     - `buffer_size`: how many time steps the buffer holds, over all environments and devices.
     - `sequence_length`: time steps per sampled sequence (2 for one-step targets,
         `n + 1` for n-step targets).
+    - `normalize_observations`: applied to every sampled observation: the pipeline's
+        running normalisation with the statistics of the moment, when the buffer keeps
+        raw observations (set by [`podrace.learners.AbstractReplayLearner`][]'s
+        `update`); `None` to return them as stored.
     """
 
     buffer_size: int = eqx.field(static=True)
     sequence_length: int = eqx.field(static=True)
+    normalize_observations: Callable[[Array], Array] | None = None
 
     def __check_init__(self):
         check_positive_int("SequenceReplay", "buffer_size", self.buffer_size)
@@ -106,6 +112,8 @@ class SequenceReplay(eqx.Module):
         with jax.numpy_rank_promotion("allow"):  # flashbax broadcasts implicitly
             sample = _flashbax().sample(state, key, batch_size, self.sequence_length, 1).experience
         timestep, policy_step = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), sample)
+        if self.normalize_observations is not None:
+            timestep = eqx.tree_at(lambda t: t.observation, timestep, self.normalize_observations(timestep.observation))
         return Trajectory(timestep, jax.tree.map(lambda x: x[:-1], policy_step), ())
 
     def device_local(self, state: PyTree[Array]) -> PyTree[bool]:
@@ -165,8 +173,28 @@ class AbstractReplayLearner(AbstractLearner[ReplayStateT]):
         return eqx.tree_at(lambda s: s.replay, replicated, self.replay.device_local(state.replay))
 
     def update(
-        self, state: ReplayStateT, trajectory: Trajectory, *, axis_name: str | None = None
+        self,
+        state: ReplayStateT,
+        trajectory: Trajectory,
+        *,
+        axis_name: str | None = None,
+        normalize_observations: Callable[[Array], Array] | None = None,
     ) -> tuple[ReplayStateT, UpdateMetrics]:
+        """Stores the rollout, then learns from sampled batches once ready.
+
+        **Arguments:**
+
+        - `state`: the learner state.
+        - `trajectory`: the rollout `[T + 1, B]`.
+        - `axis_name`: inside `shard_map`, the device axis.
+        - `normalize_observations`: the pipeline's observation normalisation with its
+            current statistics, when the trajectory's observations are raw: the buffer
+            keeps them raw and each sampled batch is normalised with it.
+        """
+        learner = self
+        if normalize_observations is not None:
+            replay = SequenceReplay(self.replay.buffer_size, self.replay.sequence_length, normalize_observations)
+            learner = eqx.tree_at(lambda learner: learner.replay, self, replay)
         num_steps, num_envs = trajectory.timestep.reward.shape
         num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
         num_transitions = state.num_transitions + (num_steps - 1) * num_envs * num_devices
@@ -179,7 +207,7 @@ class AbstractReplayLearner(AbstractLearner[ReplayStateT]):
         def learn(state: ReplayStateT) -> tuple[ReplayStateT, UpdateMetrics]:
             key, *step_keys = jax.random.split(state.key, self.gradient_steps + 1)
             state, metrics = jax.lax.scan(
-                lambda state, key: self.learn_step(state, key, axis_name), state, jnp.stack(step_keys)
+                lambda state, key: learner.learn_step(state, key, axis_name), state, jnp.stack(step_keys)
             )
             return eqx.tree_at(lambda s: s.key, state, key), jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
 

@@ -2,7 +2,7 @@
 
 import functools
 from collections.abc import Callable
-from typing import TypeVar, final
+from typing import Literal, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -143,11 +143,15 @@ class AbstractSoftActorCriticLearner(AbstractActorCriticLearner[SACState, Critic
         target_key: PRNGKeyArray,
         actor_key: PRNGKeyArray,
         axis_name: str | None,
+        update_order: Literal["critics_first", "actor_first"] = "critics_first",
     ) -> tuple[SACState, UpdateMetrics]:
-        """One gradient step of every part, in the paper's order: the critics onto the
-        critic loss's targets, the actor against the critics just updated, the
-        temperature against the actor's `entropy` term, then the Polyak step of the
-        target critics.
+        """One gradient step of every part, then the Polyak step of the target critics.
+
+        With `update_order="critics_first"` (the paper's order) the critics step onto
+        the critic loss's targets and the actor against the critics just updated; with
+        `"actor_first"` the actor steps against the critics as they were and the critics
+        onto targets drawn from the actor just updated. The temperature steps last,
+        against the actor's `entropy` term, so both use the temperature as it was.
 
         **Arguments:**
 
@@ -155,32 +159,44 @@ class AbstractSoftActorCriticLearner(AbstractActorCriticLearner[SACState, Critic
         - `sample_key`, `target_key`, `actor_key`: the randomness of replay sampling, of
             the critic loss's targets and of the actor loss.
         - `axis_name`: as in `update`.
+        - `update_order`: `"critics_first"` or `"actor_first"`.
         """
         transitions = one_step_transitions(self.replay.sample(state.replay, sample_key, self.batch_size))
         step: GradientStep = functools.partial(gradient_step, axis_name=axis_name, check_nans=self.check_nans)
         temperature = jnp.exp(state.log_temperature)
-        targets = self.critic_loss.targets(
-            transitions,
-            actor=with_params(self.actor, state.actor_params),
-            target_critic=with_params(self.critic, state.target_critic_params),
-            temperature=temperature,
-            key=target_key,
-        )
-        critic_params, critic_opt_state, critic_metrics = step(
-            self.critic_optimizer,
-            state.critic_params,
-            state.critic_opt_state,
-            lambda params: self.critic_loss(with_params(self.critic, params), transitions, targets),
-        )
-        critic = with_params(self.critic, critic_params)
-        actor_params, actor_opt_state, actor_metrics = step(
-            self.actor_optimizer,
-            state.actor_params,
-            state.actor_opt_state,
-            lambda params: self.actor_loss(
-                with_params(self.actor, params), transitions, critic=critic, temperature=temperature, key=actor_key
-            ),
-        )
+
+        def critic_step(actor_params: PyTree[Array]) -> tuple[PyTree[Array], optax.OptState, UpdateMetrics]:
+            targets = self.critic_loss.targets(
+                transitions,
+                actor=with_params(self.actor, actor_params),
+                target_critic=with_params(self.critic, state.target_critic_params),
+                temperature=temperature,
+                key=target_key,
+            )
+            return step(
+                self.critic_optimizer,
+                state.critic_params,
+                state.critic_opt_state,
+                lambda params: self.critic_loss(with_params(self.critic, params), transitions, targets),
+            )
+
+        def actor_step(critic_params: PyTree[Array]) -> tuple[PyTree[Array], optax.OptState, UpdateMetrics]:
+            critic = with_params(self.critic, critic_params)
+            return step(
+                self.actor_optimizer,
+                state.actor_params,
+                state.actor_opt_state,
+                lambda params: self.actor_loss(
+                    with_params(self.actor, params), transitions, critic=critic, temperature=temperature, key=actor_key
+                ),
+            )
+
+        if update_order == "actor_first":
+            actor_params, actor_opt_state, actor_metrics = actor_step(state.critic_params)
+            critic_params, critic_opt_state, critic_metrics = critic_step(actor_params)
+        else:
+            critic_params, critic_opt_state, critic_metrics = critic_step(state.actor_params)
+            actor_params, actor_opt_state, actor_metrics = actor_step(critic_params)
         entropy = jax.lax.stop_gradient(actor_metrics.terms["entropy"])
         log_temperature, temperature_opt_state, temperature_metrics = step(
             self.temperature_optimizer,
@@ -250,7 +266,9 @@ class SACLearner(AbstractSoftActorCriticLearner[AbstractCritic]):
     `alpha log pi(a|s) - min_i Q_i(s, a)` on the critics just updated), then of the
     temperature on `temperature_loss` ([`podrace.losses.TemperatureLoss`][], steering the
     policy's entropy to `target_entropy`); the target critics then move by
-    `target <- (1 - tau) target + tau online`.
+    `target <- (1 - tau) target + tau online`. With `update_order="actor_first"` the
+    actor steps first, against the critics as they were, and the critics' targets are
+    drawn from the actor just updated (rejax's order).
 
     Reference: Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", 2018
     (automatic temperature); Fujimoto et al., ICML 2018 (twin critics).
@@ -271,6 +289,8 @@ class SACLearner(AbstractSoftActorCriticLearner[AbstractCritic]):
     - `discount`: the default critic loss's discount factor (0.99).
     - `initial_temperature`: alpha before learning, > 0.
     - `target_entropy`: the default temperature loss's target; `None` for minus the action size.
+    - `update_order`: `"critics_first"` (the paper's, Stable-Baselines3's and CleanRL's
+        order) or `"actor_first"`.
     """
 
     actor: AbstractNetwork
@@ -289,6 +309,7 @@ class SACLearner(AbstractSoftActorCriticLearner[AbstractCritic]):
     min_replay_size: int = eqx.field(static=True)
     gradient_steps: int = eqx.field(static=True)
     check_nans: bool = eqx.field(static=True)
+    update_order: Literal["critics_first", "actor_first"] = eqx.field(static=True)
 
     def __init__(
         self,
@@ -311,7 +332,12 @@ class SACLearner(AbstractSoftActorCriticLearner[AbstractCritic]):
         min_replay_size: int = 100,
         gradient_steps: int = 1,
         check_nans: bool = False,
+        update_order: Literal["critics_first", "actor_first"] = "critics_first",
     ):
+        if update_order not in ("critics_first", "actor_first"):
+            raise ValueError(
+                f"SACLearner: update_order must be 'critics_first' or 'actor_first', got {update_order!r}."
+            )
         self.actor = actor
         self.critic = critic
         self.actor_optimizer = actor_optimizer
@@ -335,6 +361,7 @@ class SACLearner(AbstractSoftActorCriticLearner[AbstractCritic]):
         self.min_replay_size = min_replay_size
         self.gradient_steps = gradient_steps
         self.check_nans = check_nans
+        self.update_order = update_order
 
     def __check_init__(self):
         check_actor_critic("SACLearner", self.actor, self.critic, TanhGaussianParams)
@@ -342,4 +369,4 @@ class SACLearner(AbstractSoftActorCriticLearner[AbstractCritic]):
 
     def learn_step(self, state: SACState, key: PRNGKeyArray, axis_name: str | None) -> tuple[SACState, UpdateMetrics]:
         sample_key, next_key, actor_key = jax.random.split(key, 3)
-        return self.soft_step(state, sample_key, next_key, actor_key, axis_name)
+        return self.soft_step(state, sample_key, next_key, actor_key, axis_name, self.update_order)

@@ -450,10 +450,16 @@ def _action_bounds(
 class TanhGaussianHead(AbstractHead[TanhGaussianParams]):
     """A tanh-squashed diagonal Gaussian policy head, with actions inside `[low, high]`.
 
-    Two linear layers give the Gaussian's mean and, through `tanh`, a log standard
-    deviation inside `[min_log_std, max_log_std]`, both functions of the state; the
+    Two linear layers give the Gaussian's mean and a log standard deviation inside
+    `[min_log_std, max_log_std]`, both functions of the state; the
     [`podrace.TanhGaussianParams`][] it emits squash samples into the action bounds.
     Pass the bounds of the environment's action space. Its `num_actions` is `action_size`.
+
+    The log standard deviation layer's output `z` is brought into the range in one of
+    two ways: `"tanh"` maps it smoothly, `min + (max - min) (tanh(z) + 1) / 2` (CleanRL's
+    SAC), so the gradient never vanishes but is scaled down near the bounds; `"clip"`
+    takes `clip(z, min, max)` (Stable-Baselines3's and rejax's SAC), the identity inside
+    the range and no gradient outside it.
 
     Reference: Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", 2018
     (the squashed Gaussian policy); the log standard deviation bounds `[-5, 2]` are
@@ -466,6 +472,8 @@ class TanhGaussianHead(AbstractHead[TanhGaussianParams]):
     - `low`, `high`: the action bounds: numbers, or one per action dimension.
     - `with_value`: whether to add a [`podrace.networks.ValueHead`][].
     - `min_log_std`, `max_log_std`: the range of the log standard deviation.
+    - `log_std_bounding`: how the log standard deviation is kept in its range,
+        `"tanh"` or `"clip"`.
     - `initialization`: how the mean and log standard deviation layers are drawn (an
         [`podrace.networks.AbstractInitialization`][]).
     - `value_initialization`: the same for the value layer, with `with_value`.
@@ -479,6 +487,7 @@ class TanhGaussianHead(AbstractHead[TanhGaussianParams]):
     high: tuple[float, ...] = eqx.field(static=True)
     min_log_std: float = eqx.field(static=True)
     max_log_std: float = eqx.field(static=True)
+    log_std_bounding: Literal["tanh", "clip"] = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     action_size: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
@@ -495,6 +504,7 @@ class TanhGaussianHead(AbstractHead[TanhGaussianParams]):
         with_value: bool = False,
         min_log_std: float = -5.0,
         max_log_std: float = 2.0,
+        log_std_bounding: Literal["tanh", "clip"] = "tanh",
         initialization: AbstractInitialization = FanInUniform(),
         value_initialization: AbstractInitialization = FanInUniform(),
         key: PRNGKeyArray,
@@ -504,19 +514,26 @@ class TanhGaussianHead(AbstractHead[TanhGaussianParams]):
             raise ValueError(
                 f"TanhGaussianHead: min_log_std must be below max_log_std, got {min_log_std} and {max_log_std}."
             )
+        if log_std_bounding not in ("tanh", "clip"):
+            raise ValueError(f"TanhGaussianHead: log_std_bounding must be 'tanh' or 'clip', got {log_std_bounding!r}.")
         policy_key, value_key = jax.random.split(key)
         layer = functools.partial(eqx.nn.Linear, in_size, action_size)
         self.mean_linear, self.log_std_linear = init_layers(policy_key, layer, layer, initialization=initialization)
         self.value_head = _value_head("TanhGaussianHead", in_size, with_value, value_initialization, value_key)
         self.min_log_std, self.max_log_std = float(min_log_std), float(max_log_std)
+        self.log_std_bounding = log_std_bounding
         self.in_size = in_size
         self.action_size = self.num_actions = action_size
         self.emits_value = with_value
 
     def __call__(self, features: Float[Array, " in_size"]) -> TanhGaussianParams:
         value = None if self.value_head is None else self.value_head(features)
-        squashed = jnp.tanh(apply_linear(self.log_std_linear, features))
-        log_std = self.min_log_std + (self.max_log_std - self.min_log_std) * (squashed + 1) / 2
+        raw_log_std = apply_linear(self.log_std_linear, features)
+        if self.log_std_bounding == "clip":
+            log_std = jnp.clip(raw_log_std, self.min_log_std, self.max_log_std)
+        else:
+            squashed = jnp.tanh(raw_log_std)
+            log_std = self.min_log_std + (self.max_log_std - self.min_log_std) * (squashed + 1) / 2
         low, high = jnp.asarray(self.low), jnp.asarray(self.high)
         return TanhGaussianParams(apply_linear(self.mean_linear, features), log_std, low, high, value)
 
