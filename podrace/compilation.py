@@ -74,8 +74,8 @@ def default_compilation_cache() -> str | None:
     user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`).
 
     A second run of the same command, the common case, then loads its programs instead
-    of compiling them: on a 2-core CPU, `podrace train catch` took 15.4 s instead of
-    18.9 s (`docs/cli.md`). Delete the directory to empty the cache.
+    of compiling them: on a 2-core CPU, `podrace train catch` took 13.5 s instead of
+    17.4 s (`docs/cli.md`). Delete the directory to empty the cache.
     """
     if CACHE_VARIABLE in os.environ:
         return os.environ[CACHE_VARIABLE] or None
