@@ -149,14 +149,14 @@ def compile_profile() -> dict[str, Any]:
     (`XLA s by program`), from JAX's monitoring events."""
     profile: dict[str, Any] = {"programs": 0, **dict.fromkeys(PHASE_EVENTS.values(), 0.0), "XLA s by program": {}}
 
-    def listen(event: str, duration_secs: float, fun_name: str = "?", **_: Any) -> None:
+    def listen(event: str, duration_secs: float, **metadata: str | int) -> None:
         if event not in PHASE_EVENTS:
             return
         profile[PHASE_EVENTS[event]] += duration_secs
         if PHASE_EVENTS[event] == "XLA s":
             profile["programs"] += 1
-            by_program = profile["XLA s by program"]
-            by_program[fun_name] = by_program.get(fun_name, 0.0) + duration_secs
+            by_program, name = profile["XLA s by program"], str(metadata.get("fun_name", "?"))
+            by_program[name] = by_program.get(name, 0.0) + duration_secs
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     return profile

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import equinox as eqx
 import jax
+from jax.core import Tracer
 
 
 RUN_ONCE_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False}
@@ -22,12 +23,14 @@ def compiled_once(fun: FunctionT) -> FunctionT:
     """`eqx.filter_jit(fun)` for a program a run calls once: compiled with
     `RUN_ONCE_OPTIONS` when called at the top level, as a plain part of the caller's
     program when traced into another (XLA takes options only for a whole program)."""
-    top_level, nested = eqx.filter_jit(fun, compiler_options=RUN_ONCE_OPTIONS), eqx.filter_jit(fun)
+    # filter_jit passes compiler_options on to jax.jit (its typed overloads leave them out).
+    top_level = eqx.filter_jit(fun, compiler_options=RUN_ONCE_OPTIONS)  # pyright: ignore[reportCallIssue]
+    nested = eqx.filter_jit(fun)
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         # Inside a program being traced (jit, scan, eval_shape), even a constant is staged out.
-        traced = isinstance(jax.device_put(0), jax.core.Tracer)
+        traced = isinstance(jax.device_put(0), Tracer)
         return (nested if traced else top_level)(*args, **kwargs)
 
     return call  # pyright: ignore[reportReturnType]

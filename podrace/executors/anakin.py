@@ -274,6 +274,7 @@ def train_steps(
         )
         if raw_observations:
             assert isinstance(learner, AbstractReplayLearner) and normalization is not None
+            assert envs.normalization is not None
             statistics = normalization.observation_statistics(envs.normalization)
             assert statistics is not None
             normalize = functools.partial(statistics.normalize, clip=normalization.clip, epsilon=normalization.epsilon)
