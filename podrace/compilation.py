@@ -21,19 +21,38 @@ FunctionT = TypeVar("FunctionT", bound=Callable[..., Any])
 
 def compiled_once(fun: FunctionT) -> FunctionT:
     """`eqx.filter_jit(fun)` for a program a run calls once: compiled with
-    `RUN_ONCE_OPTIONS` when called at the top level, as a plain part of the caller's
-    program when traced into another (XLA takes options only for a whole program)."""
-    # filter_jit passes compiler_options on to jax.jit (its typed overloads leave them out).
-    top_level = eqx.filter_jit(fun, compiler_options=RUN_ONCE_OPTIONS)  # pyright: ignore[reportCallIssue]
+    `RUN_ONCE_OPTIONS` when called at the top level on a CPU whose XLA knows them, as a
+    plain part of the caller's program when traced into another (XLA takes options only
+    for a whole program)."""
     nested = eqx.filter_jit(fun)
+    top_level: list[Callable[..., Any]] = []  # built at the first top-level call
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         # Inside a program being traced (jit, scan, eval_shape), even a constant is staged out.
         traced = isinstance(jax.device_put(0), Tracer)
-        return (nested if traced else top_level)(*args, **kwargs)
+        options = {} if traced else _known_run_once_options()
+        if not options:
+            return nested(*args, **kwargs)
+        if not top_level:
+            # filter_jit passes compiler_options on to jax.jit (its typed overloads leave them out).
+            top_level.append(eqx.filter_jit(fun, compiler_options=options))  # pyright: ignore[reportCallIssue]
+        return top_level[0](*args, **kwargs)
 
     return call  # pyright: ignore[reportReturnType]
+
+
+@functools.cache
+def _known_run_once_options() -> dict[str, Any]:
+    """`RUN_ONCE_OPTIONS` on a CPU whose XLA compiles with them (a trial compile once per
+    process: a later XLA may drop an option), else none."""
+    if jax.default_backend() != "cpu":
+        return {}
+    try:
+        jax.jit(lambda: 0, compiler_options=RUN_ONCE_OPTIONS).lower().compile()
+    except jax.errors.JaxRuntimeError:
+        return {}
+    return RUN_ONCE_OPTIONS
 
 
 CACHE_VARIABLE = "PODRACE_COMPILATION_CACHE"

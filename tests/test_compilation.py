@@ -1,9 +1,16 @@
-"""The persistent compilation cache: a second process loads what the first compiled."""
+"""The persistent compilation cache: a second process loads what the first compiled; the
+options of programs a run calls once."""
 
 import os
 import subprocess
 import sys
 import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import podrace as pr
 
 
 _PROGRAM = textwrap.dedent(
@@ -56,3 +63,21 @@ def test_a_second_process_loads_the_programs_the_first_compiled(tmp_path):
     assert "Persistent compilation cache hit" in second
     assert "train" in "".join(line for line in second.splitlines() if "Persistent compilation cache hit" in line)
     assert sorted(os.listdir(cache)) == entries, "the second process compiled programs the first had cached"
+
+
+def test_a_program_run_once_compiles_alone_and_inside_another_program():
+    double = pr.compilation.compiled_once(lambda x: 2 * x)
+    np.testing.assert_array_equal(double(jnp.ones(2)), [2.0, 2.0])
+    # Inside another program it is traced plainly: XLA takes options only for a whole program.
+    np.testing.assert_array_equal(jax.jit(double)(jnp.ones(2)), [2.0, 2.0])
+
+
+def test_options_that_this_xla_does_not_know_are_left_out(monkeypatch):
+    monkeypatch.setitem(pr.compilation.RUN_ONCE_OPTIONS, "xla_no_such_option", True)
+    pr.compilation._known_run_once_options.cache_clear()
+    try:
+        assert pr.compilation._known_run_once_options() == {}
+        double = pr.compilation.compiled_once(lambda x: 2 * x)
+        np.testing.assert_array_equal(double(jnp.ones(2)), [2.0, 2.0])
+    finally:
+        pr.compilation._known_run_once_options.cache_clear()
