@@ -222,7 +222,11 @@ def init_state(
             statistics,
             raw_observation,
         )
-    return AnakinState(learner.init(learner_key, envs.timestep), envs)
+    # A replay of raw observations is laid out for them (their dtype may not be the normalised ones').
+    timestep = envs.timestep
+    if envs.raw_observation is not None:
+        timestep = eqx.tree_at(lambda t: t.observation, timestep, envs.raw_observation)
+    return AnakinState(learner.init(learner_key, timestep), envs)
 
 
 def replays_raw_observations(learner: AbstractLearner, normalization: RunningNormalization | None) -> bool:
