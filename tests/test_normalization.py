@@ -1,7 +1,5 @@
 """Running normalisation of observations and rewards (`podrace.RunningNormalization`)."""
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -212,8 +210,7 @@ def test_a_replay_learner_stores_raw_observations_and_learns_from_batches_normal
         assert start.envs.raw_observation is None
         helpers.assert_trees_close(stored, start.envs.timestep.observation, rtol=0, atol=0)
     # A sampled batch of raw observations comes out normalised by the statistics given.
-    statistics = normalization.observation_statistics(state.envs.normalization)
-    normalize = functools.partial(statistics.normalize, clip=CLIP, epsilon=EPSILON)
+    normalize = normalization.frozen(env, state.envs.normalization).normalize
     replay = pr.learners.SequenceReplay(pipeline.learner.replay.buffer_size, 2, normalize_observations=normalize)
     key = jax.random.key(2)
     sampled = replay.sample(state.learner.replay, key, 5).timestep.observation

@@ -10,7 +10,6 @@ Reference: Hessel et al., "Podracer architectures for scalable Reinforcement
 Learning", 2021.
 """
 
-import functools
 from typing import final
 
 import equinox as eqx
@@ -24,7 +23,6 @@ from .._validation import check_positive_int
 from ..agent import AbstractAgent
 from ..compilation import compiled_once
 from ..envs import AbstractEnv, AutoReset
-from ..envs.normalization import NormalizeObservation
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
 from ..learners.replay import AbstractReplayLearner
@@ -277,11 +275,9 @@ def train_steps(
             env, agent, state.envs, rollout_length, normalization, axis_name, raw_observations=raw_observations
         )
         if raw_observations:
-            assert isinstance(learner, AbstractReplayLearner) and normalization is not None
-            assert envs.normalization is not None
-            statistics = normalization.observation_statistics(envs.normalization)
-            assert statistics is not None
-            normalize = functools.partial(statistics.normalize, clip=normalization.clip, epsilon=normalization.epsilon)
+            assert isinstance(learner, AbstractReplayLearner)
+            assert normalization is not None and envs.normalization is not None
+            normalize = normalization.frozen(env.env, envs.normalization).normalize
             learner_state, update_metrics = learner.update(
                 state.learner, trajectory, axis_name=axis_name, normalize_observations=normalize
             )
@@ -464,11 +460,7 @@ class Anakin(AbstractPipeline[AnakinState]):
                 "statistics normalise them: evaluation_env(state)."
             )
         assert state.envs.normalization is not None
-        statistics = self.normalization.observation_statistics(state.envs.normalization)
-        assert statistics is not None
-        return NormalizeObservation(
-            self.env.env, statistics, clip=self.normalization.clip, epsilon=self.normalization.epsilon
-        )
+        return self.normalization.frozen(self.env.env, state.envs.normalization)
 
     def network_at(self, state: AnakinState, member: int = 0) -> AbstractNetwork:
         """The network with the parameters learnt in `state` (`member` is 0, the one run)."""

@@ -17,7 +17,7 @@ from jaxtyping import Array, Float
 
 from .._types import TimeStep
 from ..envs import AbstractEnv
-from ..envs.normalization import RunningStatistics, check_normalizable
+from ..envs.normalization import NormalizeObservation, RunningStatistics, check_normalizable
 
 
 REPLAYED_OBSERVATIONS = ("raw", "normalized")
@@ -156,6 +156,21 @@ class RunningNormalization(eqx.Module):
             lambda x: jnp.broadcast_to(x, (batch_size, *x.shape)), (observations, returns)
         )
         return NormalizationState(observations, returns, discounted_return), timestep
+
+    def frozen(self, env: AbstractEnv, state: NormalizationState) -> NormalizeObservation:
+        """`env` with its observations normalised by the observations' statistics of `state`,
+        frozen: where evaluations play, and whose `normalize` a replay learner applies to
+        each batch of raw observations it samples.
+
+        **Arguments:**
+
+        - `env`: the environment, without the pipeline's auto-reset.
+        - `state`: the batch's copies of the statistics (of a normalisation of observations).
+        """
+        statistics = self.observation_statistics(state)
+        if statistics is None:
+            raise ValueError("RunningNormalization.frozen: this normalisation leaves observations as they are.")
+        return NormalizeObservation(env, statistics, clip=self.clip, epsilon=self.epsilon)
 
     def observation_statistics(self, state: NormalizationState) -> RunningStatistics | None:
         """The observations' statistics of a batch's copies (`None` when not normalised)."""
