@@ -19,9 +19,18 @@ from jax import lax
 
 
 def parse_args(
-    argv: list[str] | None, description: str, *, batch: int, batch_help: str, rollout: int
+    argv: list[str] | None,
+    description: str,
+    *,
+    batch: int,
+    batch_help: str,
+    rollout: int,
+    extra: Callable[[argparse.ArgumentParser], Any] | None = None,
 ) -> argparse.Namespace:
+    """The shared command line; `extra` adds a benchmark's own options."""
     parser = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(parser)
     parser.add_argument("--batch", type=int, default=batch, help=batch_help)
     parser.add_argument("--rollout", type=int, default=rollout, help="environment steps per update (T)")
     parser.add_argument("--iterations", type=int, default=100, help="updates per compiled call (I)")

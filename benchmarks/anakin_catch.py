@@ -16,13 +16,26 @@ are interleaved, each repeat in a rotated order, and the median call is reported
 last line is `ratio_vs_colab=X ratio_vs_handwritten=Y` with X and Y podrace's frames
 per second over the others'.
 
+With `--compile-rounds N` it instead times each method's first call in fresh processes:
+N rounds of one process per method, the order rotated each round, each process warming
+its compiler up and then timing the method's first call (trace, lower, XLA and one run)
+and its second. The compile seconds are the first call's time minus the second's; the
+last line is `compile_ratio_vs_handwritten=R`, the median over the rounds of podrace's
+compile seconds over the hand-written version's in the same round. In one process the
+method compiled first pays for more of the compiler's start-up than a small warm-up
+program does, which fresh processes keep out of the comparison.
+
     python benchmarks/anakin_catch.py [--batch 128] [--rollout 16] [--iterations 100]
-        [--repeats 10] [--check]
+        [--repeats 10] [--check] [--compile-rounds N]
 """
 
+import argparse
 import functools
+import json
 import math
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -32,7 +45,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import rlax
-from _compare import Method, Step, max_difference, parameter_differences, parse_args, print_results, time_interleaved
+from _compare import (
+    Method,
+    Step,
+    compile_profile,
+    max_difference,
+    parameter_differences,
+    parse_args,
+    print_results,
+    run_json,
+    time_interleaved,
+    warm_up_compiler,
+)
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
@@ -417,6 +441,65 @@ def check(batch: int, rollout: int, num_updates: int, seed: int) -> float:
     return diff
 
 
+def build(method: str, batch: int, rollout: int, iterations: int, seed: int) -> tuple[Method, Any]:
+    """One method's compiled call and initial state, as `main` times them."""
+    if method == "podrace":
+        network_key, run_key = jax.random.split(jax.random.key(seed))
+        pipeline = make_podrace(batch, rollout, network_key)
+        return Method("podrace", lambda s: pipeline.train(s, num_updates=iterations), lambda out: out.state), (
+            pipeline.init(run_key)
+        )
+    if method == "colab":
+        learn, state = make_colab(batch, rollout, iterations, seed)
+        return Method("colab", lambda s: learn(*s), lambda out: out), state
+    train, state = make_handwritten(batch, rollout, iterations, seed)
+    return Method("handwritten", lambda s: train(*s), lambda out: out[:3]), state
+
+
+METHODS = ("podrace", "colab", "handwritten")
+
+
+def first_call(method: str, args: argparse.Namespace) -> dict[str, Any]:
+    """In this (fresh) process: the seconds of `method`'s first and second calls, and its
+    compilations by phase, after warming the compiler up."""
+    call, state = build(method, args.batch, args.rollout, args.iterations, args.seed)
+    jax.block_until_ready(state)
+    warm_up_compiler()
+    profile = compile_profile()
+    start = time.perf_counter()
+    output = jax.block_until_ready(call.call(state))
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    jax.block_until_ready(call.call(call.next_state(output)))
+    second = time.perf_counter() - start
+    del profile["XLA s by program"]
+    return {"method": method, "first s": first, "second s": second, "compile s": first - second, **profile}
+
+
+def compile_rounds(args: argparse.Namespace) -> float:
+    """`--compile-rounds`: every method's first call in fresh processes, `args.compile_rounds`
+    rounds in rotated orders. Returns the median of podrace's compile seconds over the
+    hand-written version's in the same round."""
+    options = ["--batch", str(args.batch), "--rollout", str(args.rollout), "--iterations", str(args.iterations)]
+    records: dict[str, list[dict[str, Any]]] = {method: [] for method in METHODS}
+    for round_ in range(args.compile_rounds):
+        shift = round_ % len(METHODS)
+        for method in [*METHODS[shift:], *METHODS[:shift]]:
+            command = [sys.executable, __file__, *options, "--seed", str(args.seed), "--first-call", method]
+            records[method].append(run_json(command))
+            print(json.dumps(records[method][-1]), flush=True)
+    print(f"\n{'method':<12} {'compile s (median)':>18} {'trace s':>8} {'lower s':>8} {'XLA s':>7}")
+    for method, runs in records.items():
+        medians = [statistics.median(run[key] for run in runs) for key in ("compile s", "trace s", "lower s", "XLA s")]
+        print(f"{method:<12} {medians[0]:>18.2f} {medians[1]:>8.2f} {medians[2]:>8.2f} {medians[3]:>7.2f}")
+    ratios = [
+        ours["compile s"] / theirs["compile s"]
+        for ours, theirs in zip(records["podrace"], records["handwritten"], strict=True)
+    ]
+    print(f"podrace / handwritten compile s per round: {' '.join(f'{r:.3f}' for r in ratios)}")
+    return statistics.median(ratios)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(
         argv,
@@ -424,7 +507,22 @@ def main(argv: list[str] | None = None) -> int:
         batch=128,
         batch_help="environments per device (B)",
         rollout=16,
+        extra=lambda parser: (
+            parser.add_argument(
+                "--compile-rounds",
+                type=int,
+                default=0,
+                help="time every method's first call in fresh processes, this many rounds, instead",
+            ),
+            parser.add_argument("--first-call", choices=METHODS, help=argparse.SUPPRESS),
+        ),
     )
+    if args.first_call is not None:
+        print(json.dumps(first_call(args.first_call, args)))
+        return 0
+    if args.compile_rounds:
+        print(f"compile_ratio_vs_handwritten={compile_rounds(args):.3f}")
+        return 0
 
     num_devices = jax.device_count()
     frames = num_devices * args.batch * args.rollout * args.iterations
@@ -435,16 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         check(args.batch, args.rollout, 10, args.seed)
 
-    network_key, run_key = jax.random.split(jax.random.key(args.seed))
-    pipeline = make_podrace(args.batch, args.rollout, network_key)
-    colab_learn, colab_state = make_colab(args.batch, args.rollout, args.iterations, args.seed)
-    hw_train, hw_state = make_handwritten(args.batch, args.rollout, args.iterations, args.seed)
-    methods = [
-        Method("podrace", lambda s: pipeline.train(s, num_updates=args.iterations), lambda out: out.state),
-        Method("colab", lambda s: colab_learn(*s), lambda out: out),
-        Method("handwritten", lambda s: hw_train(*s), lambda out: out[:3]),
-    ]
-    states: dict[str, Any] = {"podrace": pipeline.init(run_key), "colab": colab_state, "handwritten": hw_state}
+    built = [build(method, args.batch, args.rollout, args.iterations, args.seed) for method in METHODS]
+    methods = [method for method, _ in built]
+    states: dict[str, Any] = {method.name: state for method, state in built}
 
     first, seconds = time_interleaved(methods, states, args.repeats)
     median_fps = print_results(first, seconds, frames, [("podrace", "colab"), ("podrace", "handwritten")])
