@@ -17,6 +17,7 @@ from . import (
 )
 from ._types import (
     AbstractActionValues as AbstractActionValues,
+    AbstractMaskableOutput as AbstractMaskableOutput,
     AbstractNetworkOutput as AbstractNetworkOutput,
     AbstractPolicyOutput as AbstractPolicyOutput,
     AbstractSpace as AbstractSpace,
@@ -25,6 +26,8 @@ from ._types import (
     DeterministicAction as DeterministicAction,
     Discrete as Discrete,
     GaussianParams as GaussianParams,
+    MaskedObservation as MaskedObservation,
+    MaskedObservationSpace as MaskedObservationSpace,
     ObservationActionReward as ObservationActionReward,
     ObservationActionRewardSpace as ObservationActionRewardSpace,
     PolicyLogits as PolicyLogits,
@@ -35,6 +38,8 @@ from ._types import (
     TimeStep as TimeStep,
     Trajectory as Trajectory,
     entropy_or_estimate as entropy_or_estimate,
+    exclude_illegal as exclude_illegal,
+    legal_actions as legal_actions,
 )
 from ._version import __version__ as __version__
 from .agent import AbstractAgent as AbstractAgent, Agent as Agent

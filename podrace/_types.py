@@ -139,6 +139,97 @@ class ObservationActionRewardSpace(AbstractSpace):
         return self.observation.contains(x.observation) & action_ok & jnp.isfinite(reward)
 
 
+def legal_actions(action_mask: Bool[Array, "*batch num_actions"]) -> Bool[Array, "*batch num_actions"]:
+    """The actions an agent may choose under `action_mask`: the mask itself, or every
+    action where it allows none (as on the last time step of an episode, where no one
+    acts and some environments allow nothing).
+
+    **Arguments:**
+
+    - `action_mask`: which actions are legal, one flag per action.
+
+    **Returns:**
+
+    The mask, with every action legal where no action was.
+    """
+    return action_mask | ~jnp.any(action_mask, axis=-1, keepdims=True)
+
+
+@final
+class MaskedObservation(eqx.Module):
+    """An observation with the legal actions of its time step: how an environment with
+    discrete actions says which of them may be taken now (the moves of a board game).
+
+    Networks read the observation and apply the mask to their outputs (see
+    [`podrace.AbstractMaskableOutput`][]), so that every discrete policy chooses among
+    the legal actions only and reports the probabilities of that choice. The mask comes
+    in the observation because it changes from step to step, as Pgx's, Jumanji's and
+    OpenSpiel's do; the environment's observation space, a
+    [`podrace.MaskedObservationSpace`][], says that it comes. A batch of them is the
+    same module with a leading axis on every leaf.
+
+    **Arguments:**
+
+    - `observation`: the environment's observation.
+    - `action_mask`: which actions are legal now, one `bool` per action of the
+        environment's [`podrace.Discrete`][] action space.
+    """
+
+    observation: PyTree[Array]
+    action_mask: Bool[Array, "*batch num_actions"]
+
+    def random_legal_action(self, key: PRNGKeyArray) -> Int[Array, ""]:
+        """A uniformly random legal action of this (unbatched) observation (any action where
+        none is legal, see [`podrace.legal_actions`][]).
+
+        **Arguments:**
+
+        - `key`: the randomness of the choice.
+
+        **Returns:**
+
+        The action, an `int32` index.
+        """
+        logits = jnp.where(legal_actions(self.action_mask), 0.0, -jnp.inf)
+        return jax.random.categorical(key, logits).astype(jnp.int32)
+
+
+@final
+class MaskedObservationSpace(AbstractSpace):
+    """The space of [`podrace.MaskedObservation`][] observations: the observation space of
+    an environment that says, at every time step, which of its discrete actions are legal.
+
+    An element lies in it when its observation lies in `observation` and its mask is a
+    `bool` vector with one flag per action. A mask may allow no action on the last time
+    step of an episode; [`podrace.envs.check_env`][] checks that every other step allows
+    one.
+
+    **Arguments:**
+
+    - `observation`: the space of the observations.
+    - `action`: the environment's action space.
+    """
+
+    observation: AbstractSpace
+    action: Discrete
+
+    def sample(self, key: PRNGKeyArray) -> MaskedObservation:  # pyright: ignore[reportIncompatibleMethodOverride]
+        observation_key, mask_key, legal_key = jax.random.split(key, 3)
+        num_actions = self.action.num_values
+        # Each action legal with probability 1/2, and one of them surely.
+        mask = jax.random.bernoulli(mask_key, 0.5, (num_actions,))
+        mask = mask.at[jax.random.randint(legal_key, (), 0, num_actions)].set(True)
+        return MaskedObservation(self.observation.sample(observation_key), mask)
+
+    def contains(self, x: Any) -> Bool[Array, ""]:
+        if not isinstance(x, MaskedObservation):
+            return jnp.asarray(False)
+        mask = jnp.asarray(x.action_mask)
+        if mask.shape != (self.action.num_values,) or mask.dtype != jnp.bool_:
+            return jnp.asarray(False)
+        return self.observation.contains(x.observation)
+
+
 @final
 class TimeStep(eqx.Module):
     """What an environment emits after a reset or a step.
@@ -255,6 +346,56 @@ def real_action_size(output_type: type, action_space: AbstractSpace, *, env_name
     return shape[0]
 
 
+class AbstractMaskableOutput(AbstractNetworkOutput):
+    """A network output over discrete actions that can leave the illegal ones out: what a
+    network emits for a [`podrace.MaskedObservation`][].
+
+    Networks call `with_action_mask` with the observation's mask (see
+    [`podrace.networks.apply_action_mask`][]); every policy over the output then chooses
+    legal actions only, and its log-probabilities and entropies are those of that choice.
+    A subclass implements `with_action_mask` and holds the mask.
+
+    **Attributes:**
+
+    - `action_mask`: the legal actions, or `None` where the observation had no mask.
+    """
+
+    action_mask: eqx.AbstractVar[Bool[Array, " num_actions"] | None]
+
+    @abc.abstractmethod
+    def with_action_mask(self, action_mask: Bool[Array, " num_actions"]) -> "AbstractMaskableOutput":
+        """This output with the actions that `action_mask` forbids left out.
+
+        **Arguments:**
+
+        - `action_mask`: which actions are legal (every action is, where none is: see
+            [`podrace.legal_actions`][]).
+
+        **Returns:**
+
+        The output of the same type, with `action_mask` set to the legal actions.
+        """
+
+
+def exclude_illegal(
+    values: Float[Array, "*batch num_actions"], action_mask: Bool[Array, "*batch num_actions"]
+) -> Float[Array, "*batch num_actions"]:
+    """`values` with the lowest finite float in place of each illegal action's, as mctx
+    masks invalid actions: such an action is never an argmax, has probability 0 under a
+    softmax, and adds nothing to an entropy, while every value stays finite.
+
+    **Arguments:**
+
+    - `values`: one value (a logit, an action value) per action.
+    - `action_mask`: which actions are legal.
+
+    **Returns:**
+
+    The values of the legal actions, and the lowest float for the others.
+    """
+    return jnp.where(action_mask, values, jnp.finfo(values.dtype).min)
+
+
 class AbstractActionValues(AbstractNetworkOutput):
     """A network output that values each discrete action; greedy and epsilon-greedy
     policies read its `q_values`.
@@ -272,19 +413,32 @@ class AbstractActionValues(AbstractNetworkOutput):
 
 
 @final
-class QValues(AbstractActionValues):
+class QValues(AbstractActionValues, AbstractMaskableOutput):
     """Action values, one per discrete action.
 
     **Arguments:**
 
-    - `q_values`: the value of each action.
+    - `q_values`: the value of each action; with a mask, the lowest float for each
+        illegal action (see [`podrace.exclude_illegal`][]).
+    - `action_mask`: the legal actions, or `None` (every action legal).
     """
 
     q_values: Float[Array, " num_actions"]
+    action_mask: Bool[Array, " num_actions"] | None
+
+    # Written out so that the argument order (the abstract `action_mask` last) is the same
+    # for type checkers as at run time.
+    def __init__(self, q_values: Float[Array, " num_actions"], action_mask: Bool[Array, " num_actions"] | None = None):
+        self.q_values = q_values
+        self.action_mask = action_mask
+
+    def with_action_mask(self, action_mask: Bool[Array, " num_actions"]) -> "QValues":
+        legal = legal_actions(action_mask)
+        return QValues(exclude_illegal(self.q_values, legal), legal)
 
 
 @final
-class CategoricalQValues(AbstractActionValues):
+class CategoricalQValues(AbstractActionValues, AbstractMaskableOutput):
     """A categorical distribution of the return of each discrete action, on fixed atoms (C51).
 
     Reference: Bellemare et al., "A Distributional Perspective on Reinforcement
@@ -294,24 +448,38 @@ class CategoricalQValues(AbstractActionValues):
 
     - `logits`: unnormalised log-probabilities of each atom, per action.
     - `atoms`: the returns the probabilities sit on, evenly spaced and increasing.
+    - `action_mask`: the legal actions, or `None` (every action legal).
     """
 
     logits: Float[Array, "num_actions num_atoms"]
     atoms: Float[Array, " num_atoms"]
+    action_mask: Bool[Array, " num_actions"] | None
 
-    def __init__(self, logits: Float[Array, "num_actions num_atoms"], atoms: Float[Array, " num_atoms"]):
+    def __init__(
+        self,
+        logits: Float[Array, "num_actions num_atoms"],
+        atoms: Float[Array, " num_atoms"],
+        action_mask: Bool[Array, " num_actions"] | None = None,
+    ):
         self.logits = logits
         self.atoms = atoms
+        self.action_mask = action_mask
 
     # Equinox lets a property implement an `AbstractVar`; pyright reads the var as a field.
     @property
     def q_values(self) -> Float[Array, "*batch num_actions"]:  # pyright: ignore[reportIncompatibleVariableOverride]
-        """The expected return of each action."""
-        return jnp.sum(jax.nn.softmax(self.logits) * self.atoms[..., None, :], axis=-1)
+        """The expected return of each action (the lowest float for an illegal one)."""
+        q_values = jnp.sum(jax.nn.softmax(self.logits) * self.atoms[..., None, :], axis=-1)
+        return q_values if self.action_mask is None else exclude_illegal(q_values, self.action_mask)
+
+    def with_action_mask(self, action_mask: Bool[Array, " num_actions"]) -> "CategoricalQValues":
+        """This output with the mask: the return distributions stay, and `q_values` leaves
+        the illegal actions out."""
+        return CategoricalQValues(self.logits, self.atoms, legal_actions(action_mask))
 
 
 @final
-class QuantileQValues(AbstractActionValues):
+class QuantileQValues(AbstractActionValues, AbstractMaskableOutput):
     """The return of each discrete action as `N` quantiles at the midpoints
     `(2i + 1) / 2N` (QR-DQN).
 
@@ -321,17 +489,31 @@ class QuantileQValues(AbstractActionValues):
     **Arguments:**
 
     - `quantiles`: the return's quantiles, per action.
+    - `action_mask`: the legal actions, or `None` (every action legal).
     """
 
     quantiles: Float[Array, "num_actions num_quantiles"]
+    action_mask: Bool[Array, " num_actions"] | None
 
-    def __init__(self, quantiles: Float[Array, "num_actions num_quantiles"]):
+    def __init__(
+        self,
+        quantiles: Float[Array, "num_actions num_quantiles"],
+        action_mask: Bool[Array, " num_actions"] | None = None,
+    ):
         self.quantiles = quantiles
+        self.action_mask = action_mask
 
     @property
     def q_values(self) -> Float[Array, "*batch num_actions"]:  # pyright: ignore[reportIncompatibleVariableOverride]
-        """The expected return of each action (the mean of its quantiles)."""
-        return jnp.mean(self.quantiles, axis=-1)
+        """The expected return of each action (the mean of its quantiles; the lowest float
+        for an illegal one)."""
+        q_values = jnp.mean(self.quantiles, axis=-1)
+        return q_values if self.action_mask is None else exclude_illegal(q_values, self.action_mask)
+
+    def with_action_mask(self, action_mask: Bool[Array, " num_actions"]) -> "QuantileQValues":
+        """This output with the mask: the quantiles stay, and `q_values` leaves the illegal
+        actions out."""
+        return QuantileQValues(self.quantiles, legal_actions(action_mask))
 
 
 class AbstractPolicyOutput(AbstractNetworkOutput):
@@ -358,23 +540,36 @@ class AbstractPolicyOutput(AbstractNetworkOutput):
 
 
 @final
-class PolicyLogits(AbstractPolicyOutput):
+class PolicyLogits(AbstractPolicyOutput, AbstractMaskableOutput):
     """Unnormalised log-probabilities of a categorical policy, with an optional value.
 
     **Arguments:**
 
-    - `logits`: one per discrete action.
+    - `logits`: one per discrete action; with a mask, the lowest float for each illegal
+        action (see [`podrace.exclude_illegal`][]), which has probability 0.
     - `value`: a state-value estimate, or `None` for a policy-only network.
+    - `action_mask`: the legal actions, or `None` (every action legal).
     """
 
     logits: Float[Array, " num_actions"]
     value: Float[Array, ""] | None
+    action_mask: Bool[Array, " num_actions"] | None
 
-    # Written out so that the argument order (the abstract `value` last) is the same for
-    # type checkers as at run time.
-    def __init__(self, logits: Float[Array, " num_actions"], value: Float[Array, ""] | None = None):
+    # Written out so that the argument order (the abstract `value` after the logits) is the
+    # same for type checkers as at run time.
+    def __init__(
+        self,
+        logits: Float[Array, " num_actions"],
+        value: Float[Array, ""] | None = None,
+        action_mask: Bool[Array, " num_actions"] | None = None,
+    ):
         self.logits = logits
         self.value = value
+        self.action_mask = action_mask
+
+    def with_action_mask(self, action_mask: Bool[Array, " num_actions"]) -> "PolicyLogits":
+        legal = legal_actions(action_mask)
+        return PolicyLogits(exclude_illegal(self.logits, legal), self.value, legal)
 
     def distribution(self) -> distrax.Categorical:
         """The categorical distribution `softmax(logits)` over action indices."""

@@ -22,7 +22,7 @@ import numpy as np
 import optax
 import pytest
 import rlax
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 import podrace as pr
 from podrace import configs
@@ -207,6 +207,43 @@ class Point(pr.envs.AbstractEnv[PointState]):
         return state, pr.TimeStep.transition(state.position, reward, reward > -0.1)
 
 
+@final
+class PicksState(eqx.Module):
+    picked: Bool[Array, " num_actions"]
+
+
+@final
+class Picks(pr.envs.AbstractEnv[PicksState]):
+    """A tiny environment with a legal-action mask: pick each of `NUM_ACTIONS` cells once.
+
+    A reset marks one random cell as picked; the legal actions are the cells not yet
+    picked. A legal pick earns 1, and the episode terminates once every cell is picked
+    (where no action is legal); an illegal one earns -1 and terminates.
+    """
+
+    @property
+    def observation_space(self) -> pr.MaskedObservationSpace:
+        return pr.MaskedObservationSpace(pr.Box(0.0, 1.0, (NUM_ACTIONS,)), pr.Discrete(NUM_ACTIONS))
+
+    @property
+    def action_space(self) -> pr.Discrete:
+        return pr.Discrete(NUM_ACTIONS)
+
+    def observe(self, state: PicksState) -> pr.MaskedObservation:
+        return pr.MaskedObservation(state.picked.astype(jnp.float32), ~state.picked)
+
+    def reset(self, key: PRNGKeyArray) -> tuple[PicksState, pr.TimeStep]:
+        state = PicksState(jax.nn.one_hot(jax.random.randint(key, (), 0, NUM_ACTIONS), NUM_ACTIONS) > 0)
+        return state, pr.TimeStep.first(self.observe(state))
+
+    def step(self, state: PicksState, action: Array, key: PRNGKeyArray) -> tuple[PicksState, pr.TimeStep]:
+        del key
+        legal = ~state.picked[action]
+        state = PicksState(state.picked.at[action].set(True))
+        reward = jnp.where(legal, 1.0, -1.0)
+        return state, pr.TimeStep.transition(self.observe(state), reward, ~legal | jnp.all(state.picked))
+
+
 # Mostly the small pipeline's board: op-by-op (eager) runs then share compiled primitives.
 ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
     "catch": lambda: pr.envs.Catch(),
@@ -235,6 +272,7 @@ ENVS: dict[str, Callable[[], pr.envs.AbstractEnv]] = {
     "gymnax-catch": lambda: pr.envs.AutoReset(pr.envs.GymnaxEnv.make("Catch-bsuite")),
     "auto-reset-observation-reward-probe": lambda: pr.envs.AutoReset(pr.envs.ObservationRewardProbe()),
     "auto-reset-observation-action-reward-probe": lambda: pr.envs.AutoReset(pr.envs.ObservationActionRewardProbe()),
+    "auto-reset-picks": lambda: pr.envs.AutoReset(Picks()),
     # The other probes show the same observations under every key, which
     # test_env_is_deterministic_under_a_key refuses; tests/test_probes.py checks them with check_env.
 }

@@ -276,6 +276,33 @@ class LeakyAutoResetWalk(pr.envs.AbstractEnv[AutoResetWalkState]):
         return AutoResetWalkState(walk, timestep.is_last), timestep
 
 
+@final
+class NoLegalMoveWalk(pr.envs.AbstractEnv[WalkState]):
+    """The walk, marking its legal actions, but with masks that allow none."""
+
+    walk: Walk = Walk()
+
+    @property
+    def observation_space(self) -> pr.MaskedObservationSpace:
+        return pr.MaskedObservationSpace(self.walk.observation_space, self.action_space)
+
+    @property
+    def action_space(self) -> pr.Discrete:
+        return self.walk.action_space
+
+    def masked(self, timestep: pr.TimeStep) -> pr.TimeStep:
+        observation = pr.MaskedObservation(timestep.observation, jnp.zeros(2, bool))
+        return eqx.tree_at(lambda t: t.observation, timestep, observation)
+
+    def reset(self, key: PRNGKeyArray) -> tuple[WalkState, pr.TimeStep]:
+        state, timestep = self.walk.reset(key)
+        return state, self.masked(timestep)
+
+    def step(self, state: WalkState, action: Array, key: PRNGKeyArray) -> tuple[WalkState, pr.TimeStep]:
+        state, timestep = self.walk.step(state, action, key)
+        return state, self.masked(timestep)
+
+
 # Each broken walk, the rule it breaks and what the error reports as found.
 BROKEN = [
     (IntegerRewardWalk, "timestep-types", r"found:    reward int32\[\]"),
@@ -293,6 +320,7 @@ BROKEN = [
         r"dtype=float32\).*\n  found:    the observation of the reset: int32\[1\] \[-?[0-2]\]",
     ),
     (PythonLookupWalk, "observation-and-action-spaces", r"found:    TracerIntegerConversionError"),
+    (NoLegalMoveWalk, "legal-actions", r"found:    no legal action on the reset"),
     (FloatCounterWalk, "stable-shapes-and-dtypes", r"found:    .*state.steps changes from int32\[\] to float32"),
     (PythonCurriculumWalk, "jit-equals-eager", r"found:    step \d of a chain from a reset: timestep.reward"),
     (HostBatchStartWalk, "vmap-equals-loop", r"found:    reset vmapped over 3 keys: state.position"),

@@ -100,6 +100,30 @@ def test_steps_equal_jumanji_s_own_steps_with_observations_flattened():
     np.testing.assert_array_equal(timesteps.reward, jumanji_steps.reward)
 
 
+def test_jumanji_s_action_masks_come_through_as_legal_action_masks():
+    adapter = JumanjiEnv(_adapter("Game2048-v1").env, legal_action_mask=True)
+    space = adapter.observation_space
+    assert isinstance(space, pr.MaskedObservationSpace) and isinstance(space.observation, pr.Box)
+    key = jax.random.key(0)
+    actions = jax.random.randint(jax.random.key(1), (12,), 0, 4)
+
+    def run():
+        state, _ = adapter.reset(key)
+        return jax.lax.scan(lambda s, a: adapter.step(s, a, key), state, actions)[1]
+
+    timesteps = jax.jit(run)()
+    assert isinstance(timesteps.observation, pr.MaskedObservation)
+    restored = jax.vmap(adapter.unflatten)(timesteps.observation.observation)
+    np.testing.assert_array_equal(timesteps.observation.action_mask, restored.action_mask)
+    network = helpers.q_network(jax.random.key(2), observation_shape=space.observation.shape, num_actions=4)
+    report = pr.envs.check_env(
+        pr.envs.TimeLimit(adapter, 20), agent=pr.Agent(network, pr.policies.EpsilonGreedy(1.0)), num_steps=60
+    )
+    assert "legal-actions" in report.passed and not report.skipped
+    with pytest.raises(ValueError, match=r"JumanjiEnv: .* not one bool per discrete action"):
+        JumanjiEnv.make("RubiksCube-v0", legal_action_mask=True)
+
+
 def test_a_joint_action_is_unravelled_in_row_major_order():
     adapter = _adapter("BinPack-v2")  # 40 spaces x 20 items
     assert adapter.action_space == pr.Discrete(800)

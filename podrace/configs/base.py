@@ -24,6 +24,7 @@ from ..envs import AbstractEnv, AutoReset
 from ..executors.anakin import Anakin
 from ..executors.normalization import RunningNormalization
 from ..learners import AbstractLearner
+from ..networks import split_action_mask
 from ..policies import AbstractPolicy
 
 
@@ -218,8 +219,9 @@ def core_name(text: str) -> str | None:
 
 
 def observation_shape(env: AbstractEnv) -> tuple[int, ...]:
-    """The shape of `env`'s observations."""
-    return jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation).shape
+    """The shape of `env`'s observations (without their legal-action mask, which the
+    network applies to its output)."""
+    return jax.eval_shape(lambda: split_action_mask(env.reset(jax.random.key(0))[1].observation)[0]).shape
 
 
 class AbstractConfig(eqx.Module):

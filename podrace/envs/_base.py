@@ -116,3 +116,26 @@ def render(env: AbstractEnv[StateT], state: StateT) -> UInt8[Array, "height widt
         "podrace.envs.AbstractRenderableEnv and implements render(self, state), returning a uint8 "
         "(height, width, 3) picture in JAX."
     )
+
+
+class AbstractPoolEnv(AbstractEnv[StateT]):
+    """A batch of environments simulated outside JAX and stepped as one: EnvPool's pools
+    of C++ environments ([`podrace.envs.EnvPoolEnv`][]), called from inside a compiled
+    program.
+
+    Its `reset` and `step` are those of one environment of the batch, and run only under
+    one `jax.vmap` over the batch, as [`podrace.Anakin`][] runs them: the vmapped call is
+    one call of the pool, which keeps the environments' states itself (the JAX state
+    holds what orders the calls, and little else). Hence such an environment:
+
+    - starts the next episode itself, on the step after an episode's last one, ignoring
+        that step's action and returning a first time step (`is_first` set), as
+        [`podrace.envs.AutoReset`][] would; `AutoReset` leaves its steps as they are;
+    - cannot be vmapped over again (a [`podrace.Population`][] of pipelines on one pool),
+        nor have its batch split over devices: it is one pool on the host;
+    - is stateful: stepping it twice from the same state gives two different steps, and
+        evaluation episodes cannot share the pool that training steps.
+
+    Its randomness is the pool's own, seeded where the pool is built, not the keys that
+    `reset` and `step` take.
+    """

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Key, PRNGKeyArray, PyTree
 
-from .._types import TimeStep
+from .._types import Discrete, MaskedObservation, TimeStep
+from ..agent import AbstractAgent
 from ._base import AbstractEnv
 from .wrappers import AutoReset
 
@@ -21,6 +22,7 @@ from .wrappers import AutoReset
 RULES = (
     "timestep-types",
     "observation-and-action-spaces",
+    "legal-actions",
     "stable-shapes-and-dtypes",
     "jit-equals-eager",
     "vmap-equals-loop",
@@ -85,6 +87,7 @@ class EnvCheckReport(eqx.Module):
 def check_env(
     env: AbstractEnv,
     *,
+    agent: AbstractAgent | None = None,
     key: PRNGKeyArray | None = None,
     num_steps: int = 200,
     rtol: float = _RTOL,
@@ -103,7 +106,14 @@ def check_env(
         run lie in `observation_space`. The run takes `num_steps` uniformly random
         actions in `AutoReset(env)`, so that it visits several episodes; an environment
         that resets by itself (an `AutoReset`, or one that sets `is_first` on the step
-        after an episode's end) is run as it is.
+        after an episode's end) is run as it is. Where the observations carry a
+        legal-action mask ([`podrace.MaskedObservation`][]), the actions are uniformly
+        random legal ones; with `agent`, the agent chooses them.
+    - `legal-actions`: for an environment whose observations carry a legal-action mask,
+        the action space is [`podrace.Discrete`][], each mask has one `bool` per action and
+        allows at least one on every step that does not end an episode, and, with
+        `agent`, the agent never chooses an action that its observation's mask forbids.
+        Holds trivially for an environment without masks.
     - `stable-shapes-and-dtypes`: the state and the time step keep their tree structure,
         shapes and dtypes from `reset` to `step` and from step to step, so that they
         can be a `lax.scan` carry (a weakly typed leaf after `reset` may take the dtype
@@ -126,6 +136,9 @@ def check_env(
     **Arguments:**
 
     - `env`: the environment to check.
+    - `agent`: what acts in the random run (a network and a policy, e.g.
+        `podrace.Agent(network, podrace.policies.EpsilonGreedy(1.0))`), to check that it
+        never chooses a masked action; by default uniformly random (legal) actions.
     - `key`: the randomness of the run and of the samples (default `jax.random.key(0)`).
     - `num_steps`: the number of random steps, enough to end an episode.
     - `rtol`, `atol`: how far the floating values of `jit-equals-eager` and
@@ -148,9 +161,10 @@ def check_env(
         raise ValueError(f"check_env needs rtol >= 0 and atol >= 0, got rtol={rtol}, atol={atol}.")
     types_key, run_key, sample_key = jax.random.split(_typed_key(key), 3)
     _check_types_and_stability(env, types_key)
-    run_env, run = _random_run_visiting_episodes(env, run_key, num_steps)
+    run_env, run = _random_run_visiting_episodes(env, run_key, num_steps, agent)
     _check_timestep_values(env, run)
     _check_spaces(env, run)
+    _check_legal_actions(env, run, agent)
     _check_samples(env, sample_key, (rtol, atol))
     reason = _check_auto_reset(env, run_env, run)
     skipped = {} if reason is None else {"auto-reset": reason}
@@ -348,9 +362,9 @@ def _check_types_and_stability(env: AbstractEnv, key: PRNGKeyArray) -> None:
 
 @final
 class _RandomRun(eqx.Module):
-    """A run of uniformly random actions: `timesteps[0]` comes from the reset and
-    `timesteps[t]` from step `t`, which took `actions[t - 1]` and `keys[t - 1]` from
-    `states[t - 1]`."""
+    """A run of uniformly random (legal) actions, or of an agent's: `timesteps[0]` comes
+    from the reset and `timesteps[t]` from step `t`, which took `actions[t - 1]` and
+    `keys[t - 1]` from `states[t - 1]`."""
 
     states: PyTree[Array]
     actions: PyTree[Array]
@@ -373,17 +387,33 @@ def _step(env: AbstractEnv, state: Any, action: Array, key: PRNGKeyArray) -> tup
     return env.step(state, action, key)
 
 
-def _random_run(env: AbstractEnv, key: PRNGKeyArray, num_steps: int) -> _RandomRun:
+def _choose(
+    env: AbstractEnv, agent: AbstractAgent | None, timestep: TimeStep, carry: PyTree[Array], key: PRNGKeyArray
+) -> tuple[Array, PyTree[Array]]:
+    """The action of a random run at `timestep`: the agent's, a uniformly random legal one
+    where the observation carries a mask, or a uniformly random one; with the agent's carry."""
+    if agent is not None:
+        policy_step, carry = agent(timestep.observation, agent.reset_carry(carry, timestep.is_first), key)
+        return policy_step.action, carry
+    if isinstance(timestep.observation, MaskedObservation):
+        return timestep.observation.random_legal_action(key), carry
+    return env.action_space.sample(key), carry
+
+
+def _random_run(env: AbstractEnv, key: PRNGKeyArray, num_steps: int, agent: AbstractAgent | None) -> _RandomRun:
     reset_key, key = jax.random.split(key)
     state, first = env.reset(reset_key)
+    carry = () if agent is None else agent.initial_carry()
 
-    def body(state, key):
+    def body(loop, key):
+        state, timestep, carry = loop
         action_key, step_key = jax.random.split(key)
-        action = env.action_space.sample(action_key)
-        next_state, timestep = env.step(state, action, step_key)
-        return next_state, (state, action, step_key, timestep)
+        action, carry = _choose(env, agent, timestep, carry, action_key)
+        next_state, next_timestep = env.step(state, action, step_key)
+        return (next_state, next_timestep, carry), (state, action, step_key, next_timestep)
 
-    _, (states, actions, keys, timesteps) = jax.lax.scan(body, state, jax.random.split(key, num_steps))
+    loop = (state, first, carry)
+    _, (states, actions, keys, timesteps) = jax.lax.scan(body, loop, jax.random.split(key, num_steps))
     timesteps = jax.tree.map(lambda f, rest: jnp.concatenate([f[None], rest]), first, timesteps)
     action_in_space = jax.vmap(env.action_space.contains)(actions)
     observation_in_space = jax.vmap(env.observation_space.contains)(timesteps.observation)
@@ -396,20 +426,20 @@ _JIT_STEP = eqx.filter_jit(_step)
 
 
 def _random_run_visiting_episodes(
-    env: AbstractEnv, key: PRNGKeyArray, num_steps: int
+    env: AbstractEnv, key: PRNGKeyArray, num_steps: int, agent: AbstractAgent | None
 ) -> tuple[AbstractEnv, _RandomRun]:
     """A random run of `AutoReset(env)`, or of `env` if it resets by itself; with the
     environment run."""
     if isinstance(env, AutoReset):
-        return env, _RANDOM_RUN(env, key, num_steps)
+        return env, _RANDOM_RUN(env, key, num_steps, agent)
     run_env = AutoReset(env)
-    run = _RANDOM_RUN(run_env, key, num_steps)
+    run = _RANDOM_RUN(run_env, key, num_steps, agent)
     if run.ends.size:
         # Up to the first end both runs agree: see what env alone does on the next step.
         t = run.ends[0]
         _, timestep = _JIT_STEP(env, *_at(t, (run.states.env_state, run.actions, run.keys)))
         if timestep.is_first:
-            return env, _RANDOM_RUN(env, key, num_steps)
+            return env, _RANDOM_RUN(env, key, num_steps, agent)
     return run_env, run
 
 
@@ -476,6 +506,53 @@ def _check_spaces(env: AbstractEnv, run: _RandomRun) -> None:
             f"{jax.tree.map(_show_with_type, _at(t, run.timesteps.observation))}",
             fix="declare an observation_space that covers every reachable observation (shape, dtype and "
             "bounds), or clip or rescale the observation into it",
+        )
+
+
+def _check_legal_actions(env: AbstractEnv, run: _RandomRun, agent: AbstractAgent | None) -> None:
+    """`legal-actions` on the values of a random run."""
+    observation = run.timesteps.observation
+    if not isinstance(observation, MaskedObservation):
+        return
+    action_space = env.action_space
+    if not isinstance(action_space, Discrete):
+        _fail(
+            env,
+            "legal-actions",
+            expected="observations with a legal-action mask to come with a Discrete action space",
+            found=f"the action space {_show_space(action_space)}",
+            fix="mask the actions of a Discrete action space only, or leave the mask out of the observations",
+        )
+    mask = np.asarray(observation.action_mask)
+    if mask.dtype != np.bool_ or mask.shape[1:] != (action_space.num_values,):
+        _fail(
+            env,
+            "legal-actions",
+            expected=f"each action mask to be bool of shape ({action_space.num_values},), one flag per action",
+            found=f"masks of {_describe(mask[0])}",
+            fix="build MaskedObservation(observation, action_mask) with a bool flag for each action",
+        )
+    ongoing = ~np.asarray(run.timesteps.is_last)
+    if (t := _first(ongoing & ~mask.any(axis=1))) is not None:
+        _fail(
+            env,
+            "legal-actions",
+            expected="at least one legal action on every step that does not end an episode",
+            found=f"no legal action on {f'step {t}' if t else 'the reset'}, which does not end the episode",
+            fix="end the episode where no action is legal (or give a legal action, such as a pass)",
+        )
+    if agent is None:
+        return
+    actions = np.asarray(run.actions)
+    chosen_legal = mask[np.arange(actions.shape[0]), actions] | ~mask[:-1].any(axis=1)
+    if (t := _first(~chosen_legal)) is not None:
+        _fail(
+            env,
+            "legal-actions",
+            expected="the agent to choose only actions that the observation's mask allows",
+            found=f"action {actions[t]} at {f'step {t}' if t else 'the reset'}, whose mask is {_show(mask[t])}",
+            fix="apply the mask to the network's output (podrace.networks.split_action_mask and "
+            "apply_action_mask, as podrace's networks do) and act with a discrete policy of podrace.policies",
         )
 
 

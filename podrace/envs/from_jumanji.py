@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._types import AbstractSpace, Box, Discrete, TimeStep
+from .._types import AbstractSpace, Box, Discrete, MaskedObservation, MaskedObservationSpace, TimeStep
 from .._validation import unknown_name
 from ._base import AbstractEnv
 from ._packages import ByIdentity, default_numpy_rules, import_package, strongly_typed
@@ -56,6 +56,14 @@ class JumanjiEnv(AbstractEnv[Any]):
     [`podrace.Box`][]. Other action specs raise a `ValueError`, as do rewards that are
     not scalars (the multi-agent environments' per-agent rewards).
 
+    **Legal actions.** With `legal_action_mask`, the observation is a
+    [`podrace.MaskedObservation`][] of the flat vector and Jumanji's `action_mask`
+    field, raveled in row-major order (the order of the joint actions of a
+    `MultiDiscreteArray`), so that podrace's networks and policies choose the actions
+    that Jumanji allows only; the observation space is a
+    [`podrace.MaskedObservationSpace`][]. The flat vector keeps the mask among its
+    leaves, as without the option.
+
     **Params.** Jumanji's environments keep their settings in Python objects (their
     generators), not arrays: environments differ by construction, not by `vmap`.
 
@@ -69,14 +77,18 @@ class JumanjiEnv(AbstractEnv[Any]):
 
     - `env`: a Jumanji environment (`jumanji.make(name)`), held static and hashed by
         identity: build it once.
+    - `legal_action_mask`: whether the observations carry Jumanji's `action_mask` as a
+        legal-action mask; for an environment with discrete actions whose observation has
+        an `action_mask` field with one flag per action.
     """
 
     held: ByIdentity = eqx.field(static=True)
     observation_layout: tuple[tuple[str, tuple[int, ...], np.dtype], ...] = eqx.field(static=True)
     observation_tree: Any = eqx.field(static=True)
     action_values: tuple[int, ...] = eqx.field(static=True)
+    legal_action_mask: bool = eqx.field(static=True)
 
-    def __init__(self, env: Any):
+    def __init__(self, env: Any, *, legal_action_mask: bool = False):
         name = type(env).__name__
         with default_numpy_rules():
             _, timestep = jax.eval_shape(env.reset, jax.random.key(0))
@@ -91,14 +103,26 @@ class JumanjiEnv(AbstractEnv[Any]):
         )
         self.action_values = _action_values(env.action_spec, name)
         self.held = ByIdentity(env)
+        self.legal_action_mask = legal_action_mask
+        if legal_action_mask:
+            mask = getattr(timestep.observation, "action_mask", None)
+            num_actions = math.prod(self.action_values) if self.action_values else None
+            if mask is None or mask.dtype != jnp.bool_ or math.prod(mask.shape) != num_actions:
+                found = "no action_mask" if mask is None else f"an action_mask of {mask.dtype}{list(mask.shape)}"
+                raise ValueError(
+                    f"JumanjiEnv: {name}'s observations have {found}, not one bool per discrete action "
+                    f"({num_actions or 'it has continuous actions'}); build it with legal_action_mask=False."
+                )
 
     @classmethod
-    def make(cls, env_id: str, **kwargs: Any) -> "JumanjiEnv":
+    def make(cls, env_id: str, *, legal_action_mask: bool = False, **kwargs: Any) -> "JumanjiEnv":
         """The Jumanji environment `env_id`.
 
         **Arguments:**
 
         - `env_id`: a name in `jumanji.registered_environments()`, e.g. `"Game2048-v1"`.
+        - `legal_action_mask`: whether the observations carry Jumanji's `action_mask` as a
+            legal-action mask (see the class).
         - `kwargs`: passed on to `jumanji.make` (the environment's constructor).
 
         **Raises:**
@@ -109,7 +133,7 @@ class JumanjiEnv(AbstractEnv[Any]):
         jumanji = _import_jumanji()
         if env_id not in jumanji.registered_environments():
             raise ValueError(unknown_name("jumanji environment", env_id, jumanji_ids()))
-        return cls(jumanji.make(env_id, **kwargs))
+        return cls(jumanji.make(env_id, **kwargs), legal_action_mask=legal_action_mask)
 
     @property
     def env(self) -> Any:
@@ -119,7 +143,8 @@ class JumanjiEnv(AbstractEnv[Any]):
     @property
     def observation_space(self) -> AbstractSpace:
         size = sum(math.prod(shape) for _, shape, _ in self.observation_layout)
-        return Box(-jnp.inf, jnp.inf, (size,))
+        flat = Box(-jnp.inf, jnp.inf, (size,))
+        return MaskedObservationSpace(flat, Discrete(math.prod(self.action_values))) if self.legal_action_mask else flat
 
     @property
     def action_space(self) -> AbstractSpace:
@@ -141,7 +166,7 @@ class JumanjiEnv(AbstractEnv[Any]):
     def reset(self, key: PRNGKeyArray) -> tuple[Any, TimeStep]:
         with default_numpy_rules():
             state, timestep = strongly_typed(self.env.reset(key))
-        return state, TimeStep.first(_flat(timestep.observation))
+        return state, TimeStep.first(self._observation(timestep.observation))
 
     def step(self, state: Any, action: Array, key: PRNGKeyArray) -> tuple[Any, TimeStep]:
         del key  # Jumanji draws its randomness from the key in its state
@@ -150,8 +175,13 @@ class JumanjiEnv(AbstractEnv[Any]):
         last = timestep.step_type == _import_jumanji().types.StepType.LAST
         terminated = last & (timestep.discount == 0)
         truncated = last & (timestep.discount != 0)
-        observation = _flat(timestep.observation)
-        return state, TimeStep.transition(observation, timestep.reward, terminated, truncated)
+        return state, TimeStep.transition(
+            self._observation(timestep.observation), timestep.reward, terminated, truncated
+        )
+
+    def _observation(self, observation: PyTree[Array]) -> Float[Array, " size"] | MaskedObservation:
+        flat = _flat(observation)
+        return MaskedObservation(flat, jnp.ravel(observation.action_mask)) if self.legal_action_mask else flat
 
     def _jumanji_action(self, action: Array) -> Array:
         if not self.action_values:

@@ -13,9 +13,11 @@ from .catch import Catch
 from .deep_sea import DeepSea
 from .from_brax import brax_env, brax_ids
 from .from_craftax import CraftaxEnv, craftax_ids
+from .from_envpool import EnvPoolEnv, envpool_ids
 from .from_gymnax import GymnaxEnv, gymnax_ids
 from .from_jumanji import JumanjiEnv, jumanji_ids
 from .from_navix import NavixEnv, navix_ids
+from .from_pgx import PgxEnv, pgx_ids
 from .from_playground import playground_env, playground_exclusions, playground_ids
 from .from_xminigrid import XMiniGridEnv, xminigrid_ids
 from .pendulum import pendulum_v1
@@ -73,6 +75,8 @@ ENV_SUITES: dict[str, EnvSuite] = {
     "jumanji": EnvSuite(jumanji_ids, JumanjiEnv.make, "a Jumanji environment, its observations flattened"),
     "craftax": EnvSuite(craftax_ids, CraftaxEnv, "Craftax or Craftax-Classic"),
     "xminigrid": EnvSuite(xminigrid_ids, XMiniGridEnv.make, "an XLand-MiniGrid environment"),
+    "pgx": EnvSuite(pgx_ids, PgxEnv.make, "a Pgx game, self-play with legal-action masks"),
+    "envpool": EnvSuite(envpool_ids, EnvPoolEnv, "an EnvPool environment: one pool of num_envs, one device"),
 }
 """The packages whose environments the command line takes, by prefix."""
 

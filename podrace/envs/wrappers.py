@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int, Key, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, ObservationActionReward, ObservationActionRewardSpace, TimeStep
-from ._base import AbstractEnv, AbstractRenderableEnv, render
+from ._base import AbstractEnv, AbstractPoolEnv, AbstractRenderableEnv, render
 
 
 StateT = TypeVar("StateT")
@@ -66,6 +66,10 @@ class AutoReset(AbstractWrapper[AutoResetState[StateT]], AbstractRenderableEnv[A
     first state but not their later randomness. The batch is the one a device steps, so
     a run with copies is not device-count invariant.
 
+    **Pools.** A [`podrace.envs.AbstractPoolEnv`][] (an EnvPool pool) starts its episodes
+    itself, with the same convention: its steps are returned as they are, and
+    `resets_per_step` changes nothing.
+
     **Arguments:**
 
     - `env`: the environment to wrap.
@@ -87,6 +91,9 @@ class AutoReset(AbstractWrapper[AutoResetState[StateT]], AbstractRenderableEnv[A
     def step(
         self, state: AutoResetState[StateT], action: Array, key: PRNGKeyArray
     ) -> tuple[AutoResetState[StateT], TimeStep]:
+        if isinstance(self.env, AbstractPoolEnv):  # the pool resets its environments itself
+            env_state, timestep = self.env.step(state.env_state, action, key)
+            return AutoResetState(env_state, timestep.is_last), timestep
         # Both branches are computed and one is selected: under `vmap` a `lax.cond`
         # would do the same, and a select also lets the reset's device-invariant
         # outputs meet the step's device-varying ones inside `shard_map`.
@@ -114,7 +121,8 @@ class AutoReset(AbstractWrapper[AutoResetState[StateT]], AbstractRenderableEnv[A
         The batch's next states and time steps.
         """
         num_envs = states.is_last.shape[0]
-        if self.resets_per_step is None or self.resets_per_step >= num_envs:
+        pool = isinstance(self.env, AbstractPoolEnv)
+        if pool or self.resets_per_step is None or self.resets_per_step >= num_envs:
             return jax.vmap(self.step)(states, actions, keys)
         starting = states.is_last
         # The K first environments to start an episode; the rest of the K slots are filled

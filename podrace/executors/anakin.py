@@ -22,7 +22,7 @@ from .._types import TimeStep, Trajectory
 from .._validation import check_positive_int
 from ..agent import AbstractAgent
 from ..compilation import compiled_once
-from ..envs import AbstractEnv, AutoReset
+from ..envs import AbstractEnv, AbstractPoolEnv, AutoReset
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
 from ..learners.replay import AbstractReplayLearner
@@ -311,7 +311,9 @@ class Anakin(AbstractPipeline[AnakinState]):
 
     **Arguments:**
 
-    - `env`: the environment (a JAX [`podrace.envs.AbstractEnv`][]).
+    - `env`: the environment (a JAX [`podrace.envs.AbstractEnv`][], or a pool of
+        environments outside JAX, a [`podrace.envs.AbstractPoolEnv`][] such as EnvPool's,
+        stepped whole inside the program, on one device).
     - `learner`: the learner to train (a [`podrace.Learner`][] or
         [`podrace.learners.DQNLearner`][]).
     - `num_envs`: environments per device (the batch `B`).
@@ -350,6 +352,13 @@ class Anakin(AbstractPipeline[AnakinState]):
             raise ValueError(f"Anakin: the mesh must have one axis (the devices), got axes {mesh.axis_names}.")
         if normalization is not None:
             normalization.check_fits(env)
+        pool = env.env if isinstance(env, AutoReset) else env
+        if isinstance(pool, AbstractPoolEnv) and mesh.size > 1:
+            raise ValueError(
+                f"Anakin: {type(pool).__name__} is one pool of environments on the host, stepped whole, which "
+                f"cannot be split over the mesh's {mesh.size} devices; run it on one device: "
+                "mesh=jax.make_mesh((1,), ('devices',))."
+            )
         observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
         if normalization is not None and normalization.observations:
             observation = jax.ShapeDtypeStruct(observation.shape, jnp.float32)
@@ -452,6 +461,12 @@ class Anakin(AbstractPipeline[AnakinState]):
         - `member`: 0, the one run.
         """
         check_member(self, member)
+        if isinstance(self.env.env, AbstractPoolEnv):
+            raise ValueError(
+                f"Anakin: {type(self.env.env).__name__} is a pool that training steps, so evaluation episodes cannot "
+                "play in it; evaluate in an environment of its own: podrace.evaluate(env, "
+                "pipeline.network_at(state), policy, num_episodes=..., key=...) with a new env."
+            )
         if self.normalization is None or not self.normalization.observations:
             return self.env.env
         if state is None:

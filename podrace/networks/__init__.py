@@ -5,6 +5,8 @@ from ._base import (
     AbstractNetwork as AbstractNetwork,
     AbstractRecurrentNetwork as AbstractRecurrentNetwork,
     AbstractSequenceNetwork as AbstractSequenceNetwork,
+    apply_action_mask as apply_action_mask,
+    split_action_mask as split_action_mask,
     unroll_step_by_step as unroll_step_by_step,
 )
 from .critics import AbstractCritic as AbstractCritic, MLPCritic as MLPCritic
@@ -54,6 +56,7 @@ __all__ = [
     "AbstractTorso",
     "AbstractValueHead",
     "ActorCriticNetwork",
+    "apply_action_mask",
     "CategoricalQHead",
     "ConvTorso",
     "DeterministicHead",
@@ -72,6 +75,7 @@ __all__ = [
     "QValueHead",
     "QuantileQHead",
     "RecurrentNetwork",
+    "split_action_mask",
     "TanhGaussianHead",
     "unroll_step_by_step",
     "ValueHead",

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, PyTree
 
-from .._types import AbstractNetworkOutput
+from .._types import AbstractMaskableOutput, AbstractNetworkOutput, MaskedObservation, ObservationActionReward
 
 
 OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
@@ -27,6 +27,11 @@ class AbstractNetwork(eqx.Module, Generic[OutputT]):
         over a whole sequence than one step at a time.
     - [`podrace.networks.AbstractActionRewardNetwork`][]: reads the previous action and
         reward beside the observation when its `previous_action_reward` is set.
+
+    A network for an environment that marks its legal actions
+    ([`podrace.MaskedObservation`][]) reads the observation without the mask and applies
+    the mask to its output: [`podrace.networks.split_action_mask`][] and
+    [`podrace.networks.apply_action_mask`][], as podrace's networks do.
 
     Callers use `initial_carry`, `reset_carry`, `unroll` and
     `reads_previous_action_reward`, which follow from these. A recurrent network's carry
@@ -194,3 +199,57 @@ def unroll_step_by_step(
 
     carry, outputs = jax.lax.scan(step, carry, (observations, is_first))
     return outputs, carry
+
+
+def split_action_mask(observation: PyTree[Array]) -> tuple[PyTree[Array], Bool[Array, "*batch num_actions"] | None]:
+    """An observation without its legal-action mask, and the mask: what a network reads
+    first, so that its torso sees the observation alone.
+
+    The mask is that of a [`podrace.MaskedObservation`][], also one inside an
+    [`podrace.ObservationActionReward`][] (a masked environment in
+    [`podrace.envs.PreviousActionReward`][]). Batches of observations split alike.
+
+    **Arguments:**
+
+    - `observation`: one observation, or a batch of them.
+
+    **Returns:**
+
+    The observation without the mask (of the same type otherwise), and the mask, or
+    `None` for an observation without one.
+    """
+    if isinstance(observation, MaskedObservation):
+        return observation.observation, observation.action_mask
+    if isinstance(observation, ObservationActionReward) and isinstance(observation.observation, MaskedObservation):
+        inner = observation.observation
+        return ObservationActionReward(inner.observation, observation.action, observation.reward), inner.action_mask
+    return observation, None
+
+
+def apply_action_mask(output: OutputT, action_mask: Bool[Array, " num_actions"] | None) -> OutputT:
+    """A network's output for one observation with the observation's legal-action mask
+    applied (`output.with_action_mask`), or `output` itself without a mask.
+
+    **Arguments:**
+
+    - `output`: the network's (unbatched) output.
+    - `action_mask`: the mask that [`podrace.networks.split_action_mask`][] gave, or `None`.
+
+    **Returns:**
+
+    The output, leaving the illegal actions out.
+
+    **Raises:**
+
+    `ValueError` if the observation has a mask but the output cannot apply it (it is not a
+    [`podrace.AbstractMaskableOutput`][]).
+    """
+    if action_mask is None:
+        return output
+    if not isinstance(output, AbstractMaskableOutput):
+        raise ValueError(
+            f"The environment marks its legal actions, but the network's head emits {type(output).__name__}, "
+            "which cannot leave illegal actions out; give the network a discrete-action head (QValueHead, "
+            "CategoricalQHead, QuantileQHead or PolicyLogitHead)."
+        )
+    return output.with_action_mask(action_mask)  # pyright: ignore[reportReturnType]

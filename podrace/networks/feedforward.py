@@ -4,7 +4,7 @@ import equinox as eqx
 from jaxtyping import Array, PyTree
 
 from .._types import AbstractNetworkOutput, AbstractPolicyOutput
-from ._base import AbstractNetwork
+from ._base import AbstractNetwork, apply_action_mask, split_action_mask
 from .heads import AbstractHead, AbstractValueHead
 from .torsos import AbstractTorso
 
@@ -15,6 +15,9 @@ OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
 @final
 class FeedForwardNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
     """A torso followed by a head, with an empty carry.
+
+    On a [`podrace.MaskedObservation`][] the torso reads the observation and the head's
+    output leaves out the actions that the mask forbids.
 
     **Arguments:**
 
@@ -44,7 +47,8 @@ class FeedForwardNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
         return self.head.num_actions
 
     def __call__(self, observation: PyTree[Array], carry: tuple[()]) -> tuple[OutputT, tuple[()]]:
-        return self.head(self.torso(observation)), carry
+        observation, action_mask = split_action_mask(observation)
+        return apply_action_mask(self.head(self.torso(observation)), action_mask), carry
 
 
 @final
@@ -53,7 +57,8 @@ class ActorCriticNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
 
     Emits the policy head's output with the critic's value in it. Keeping the critic
     apart lets the value loss (whose scale follows the returns) train without pulling
-    on the policy's features.
+    on the policy's features. On a [`podrace.MaskedObservation`][] both torsos read the
+    observation and the policy leaves out the actions that the mask forbids.
 
     Reference: Andrychowicz et al., "What Matters In On-Policy Reinforcement Learning?
     A Large-Scale Empirical Study", ICLR 2021 (separate policy and value networks).
@@ -101,7 +106,8 @@ class ActorCriticNetwork(AbstractNetwork[OutputT], Generic[OutputT]):
         return self.head.num_actions
 
     def __call__(self, observation: PyTree[Array], carry: tuple[()]) -> tuple[OutputT, tuple[()]]:
-        output = self.head(self.actor_torso(observation))
+        observation, action_mask = split_action_mask(observation)
+        output = apply_action_mask(self.head(self.actor_torso(observation)), action_mask)
         value = self.value_head(self.critic_torso(observation))
         with_value = eqx.tree_at(lambda o: o.value, output, value, is_leaf=lambda x: x is None)
         return with_value, carry  # pyright: ignore[reportReturnType]

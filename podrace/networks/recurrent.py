@@ -11,7 +11,13 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 
 from .._types import AbstractNetworkOutput, ObservationActionReward
 from .._validation import check_positive_int
-from ._base import AbstractActionRewardNetwork, AbstractRecurrentNetwork, AbstractSequenceNetwork
+from ._base import (
+    AbstractActionRewardNetwork,
+    AbstractRecurrentNetwork,
+    AbstractSequenceNetwork,
+    apply_action_mask,
+    split_action_mask,
+)
 from ._layers import init_layers
 from .heads import AbstractHead
 from .torsos import AbstractTorso
@@ -169,6 +175,10 @@ class RecurrentNetwork(
     the observation, the previous action (one-hot for discrete actions) and the previous
     reward, as IMPALA's and R2D2's agents do.
 
+    On a [`podrace.MaskedObservation`][] (also inside an
+    [`podrace.ObservationActionReward`][]) the torso reads the observation and the
+    head's output leaves out the actions that the mask forbids.
+
     References: Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance
     Weighted Actor-Learner Architectures", ICML 2018; Kapturowski et al., "Recurrent
     Experience Replay in Distributed Reinforcement Learning", ICLR 2019.
@@ -252,8 +262,9 @@ class RecurrentNetwork(
         return jnp.concatenate([features, action, reward])
 
     def __call__(self, observation: PyTree[Array], carry: PyTree[Array]) -> tuple[OutputT, PyTree[Array]]:
+        observation, action_mask = split_action_mask(observation)
         features, carry = self.core(self._core_input(observation), carry)
-        return self.head(features), carry
+        return apply_action_mask(self.head(features), action_mask), carry
 
     def unroll_sequence(
         self, observations: PyTree[Array], carry: PyTree[Array], is_first: Bool[Array, " T"]
@@ -261,6 +272,7 @@ class RecurrentNetwork(
         """As [`podrace.networks.AbstractNetwork.unroll`][], with only the core inside the
         `lax.scan`: the torso and the head run on all time steps at once, as batched
         matmuls, rather than one step at a time."""
+        observations, action_masks = split_action_mask(observations)
         features = jax.vmap(self._core_input)(observations)
 
         def step(carry, inputs):
@@ -269,4 +281,5 @@ class RecurrentNetwork(
             return carry, core_output
 
         carry, core_outputs = jax.lax.scan(step, carry, (features, is_first))
-        return jax.vmap(self.head)(core_outputs), carry
+        outputs = jax.vmap(lambda core_output, mask: apply_action_mask(self.head(core_output), mask))
+        return outputs(core_outputs, action_masks), carry

@@ -10,6 +10,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .._types import (
     AbstractActionValues,
+    AbstractMaskableOutput,
     AbstractNetworkOutput,
     AbstractPolicyOutput,
     AbstractSpace,
@@ -37,6 +38,11 @@ OutputT = TypeVar("OutputT", bound=AbstractNetworkOutput)
 
 class AbstractPolicy(eqx.Module, Generic[OutputT]):
     """Turns one network output into a distribution over actions and samples it.
+
+    Where the environment marks its legal actions ([`podrace.MaskedObservation`][]), the
+    network's output leaves the illegal ones out ([`podrace.AbstractMaskableOutput`][]),
+    and a discrete policy chooses among the legal actions only: its distribution gives
+    the others probability 0.
 
     Each policy reads one kind of network output (`input_type`) and supports one kind
     of action space; [`podrace.Learner`][] and [`podrace.Anakin`][] check both when
@@ -199,7 +205,8 @@ class Greedy(AbstractDeterministicPolicy[AbstractActionValues]):
     """Takes the action of highest value (the first one on ties).
 
     The reported log-probability and entropy are those of a uniform choice among the
-    maximising actions (`distrax.Greedy`).
+    maximising actions (`distrax.Greedy`). With a legal-action mask, the illegal actions'
+    values are the lowest float, so the chosen action is legal.
     """
 
     input_type = AbstractActionValues
@@ -217,6 +224,10 @@ class Greedy(AbstractDeterministicPolicy[AbstractActionValues]):
 @final
 class EpsilonGreedy(AbstractScheduledPolicy[AbstractActionValues]):
     """With probability `epsilon` a uniformly random action, otherwise a greedy one.
+
+    With a legal-action mask (an output's `action_mask`), the random action is uniform
+    among the legal actions and the greedy one the best legal action, so an illegal
+    action has probability 0.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 2.2.
 
@@ -244,8 +255,13 @@ class EpsilonGreedy(AbstractScheduledPolicy[AbstractActionValues]):
         epsilon = jnp.asarray(self.epsilon_schedule(step), jnp.float32)
         return eqx.tree_at(lambda policy: policy.epsilon, self, epsilon)
 
-    def distribution(self, output: AbstractActionValues) -> distrax.EpsilonGreedy:
-        return distrax.EpsilonGreedy(output.q_values, self.epsilon)  # pyright: ignore[reportArgumentType]
+    def distribution(self, output: AbstractActionValues) -> distrax.Categorical:
+        action_mask = output.action_mask if isinstance(output, AbstractMaskableOutput) else None
+        if action_mask is None:
+            return distrax.EpsilonGreedy(output.q_values, self.epsilon)  # pyright: ignore[reportArgumentType]
+        greedy = distrax.Greedy(output.q_values).probs
+        uniform = action_mask / jnp.sum(action_mask)
+        return distrax.Categorical(probs=(1 - self.epsilon) * greedy + self.epsilon * uniform)
 
     def __call__(self, output: AbstractActionValues, key: PRNGKeyArray) -> PolicyStep:
         return sample(self.distribution(output), key)
@@ -257,6 +273,9 @@ class EpsilonGreedy(AbstractScheduledPolicy[AbstractActionValues]):
 @final
 class Softmax(AbstractPolicy[AbstractActionValues]):
     """Boltzmann exploration: samples actions with probability `softmax(q / temperature)`.
+
+    With a legal-action mask, the illegal actions' values are the lowest float, so they
+    have probability 0.
 
     Reference: Sutton & Barto, "Reinforcement Learning: An Introduction", 2nd ed., 13.1.
 
@@ -286,7 +305,11 @@ class Softmax(AbstractPolicy[AbstractActionValues]):
 
 @final
 class Categorical(AbstractPolicy[PolicyLogits]):
-    """Samples from the categorical distribution given by a policy head's logits."""
+    """Samples from the categorical distribution given by a policy head's logits.
+
+    With a legal-action mask, the illegal actions' logits are the lowest float, so they
+    have probability 0 (the head's distribution is that over the legal actions).
+    """
 
     input_type = PolicyLogits
 
