@@ -31,7 +31,7 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from ._types import AbstractActionValues, Box, DeterministicAction, Discrete
 from ._validation import unknown_name
 from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
-from .executors.anakin import Anakin
+from .executors.anakin import Anakin, observation_shape
 from .learners import DQNLearner, Learner, SACLearner, TD3Learner
 from .losses import CategoricalQLoss, PPOLoss, PQNLoss, QLearningLoss
 from .networks import (
@@ -136,7 +136,7 @@ def _separate_mlps(
 ) -> ActorCriticNetwork:
     """An actor MLP with `head` on top and a critic MLP with a value head, sharing no parameters."""
     actor_key, head_key, critic_key, value_key = jax.random.split(key, 4)
-    shape = _observation_shape(env)
+    shape = observation_shape(env)
     torso = MLPTorso(shape, hidden, activation=activation, initialization=torso_initialization, key=actor_key)
     critic = MLPTorso(shape, hidden, activation=activation, initialization=torso_initialization, key=critic_key)
     return ActorCriticNetwork(
@@ -145,10 +145,6 @@ def _separate_mlps(
         critic,
         ValueHead(hidden[-1], initialization=value_initialization, key=value_key),
     )
-
-
-def _observation_shape(env: AbstractEnv) -> tuple[int, ...]:
-    return jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation).shape
 
 
 def _sampling_policy(env: AbstractEnv) -> AbstractPolicy:
@@ -507,7 +503,7 @@ class CleanRLPQN(AbstractSettings):
         torso_key, head_key = jax.random.split(key)
         initialization = Orthogonal(math.sqrt(2))
         network = FeedForwardNetwork(
-            MLPTorso(_observation_shape(env), (120, 84), layer_norm=True, initialization=initialization, key=torso_key),
+            MLPTorso(observation_shape(env), (120, 84), layer_norm=True, initialization=initialization, key=torso_key),
             QValueHead(84, env.action_space.num_values, initialization=initialization, key=head_key),
         )
         epsilon = optax.linear_schedule(self.start_e, self.end_e, int(self.exploration_fraction * self.total_timesteps))
@@ -610,7 +606,7 @@ class PurejaxqlPQN(AbstractSettings):
         torso_key, head_key = jax.random.split(key)
         network = FeedForwardNetwork(
             ConvTorso(
-                _observation_shape(env),
+                observation_shape(env),
                 (16,),
                 kernel_sizes=3,
                 padding="VALID",
@@ -660,7 +656,7 @@ def _cleanrl_q_pipeline(
     if not isinstance(env.action_space, Discrete):
         raise ValueError(f"CleanRL's {settings.algorithm} takes discrete actions, got {env.action_space}.")
     torso_key, head_key = jax.random.split(key)
-    torso = MLPTorso(_observation_shape(env), (120, 84), initialization=LecunNormal(), key=torso_key)
+    torso = MLPTorso(observation_shape(env), (120, 84), initialization=LecunNormal(), key=torso_key)
     learner = DQNLearner(
         FeedForwardNetwork(torso, head(env.action_space.num_values, head_key)),
         loss,
@@ -735,7 +731,7 @@ class RLZooTD3(AbstractSettings):
     def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
         action_size, low, high = _box_bounds(f"RL Zoo's {self.algorithm}", env)
         torso_key, head_key, critic_key = jax.random.split(key, 3)
-        shape = _observation_shape(env)
+        shape = observation_shape(env)
         actor = FeedForwardNetwork(
             MLPTorso(shape, self.net_arch, key=torso_key),
             DeterministicHead(self.net_arch[-1], action_size, low=low, high=high, key=head_key),
@@ -800,7 +796,7 @@ class RLZooSAC(AbstractSettings):
     def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
         action_size, low, high = _box_bounds("RL Zoo's SAC", env)
         torso_key, head_key, critic_key = jax.random.split(key, 3)
-        shape = _observation_shape(env)
+        shape = observation_shape(env)
         actor = FeedForwardNetwork(
             MLPTorso(shape, self.net_arch, key=torso_key),
             TanhGaussianHead(

@@ -1,11 +1,15 @@
 """The EnvPool adapter: pools stepped inside compiled programs, checked by check_pool_env;
 terminations, truncations, lives and resets against EnvPool's flags; CartPole's and
-Pendulum's steps against podrace's JAX ones; PPO through Anakin; what a pool refuses;
-the command line's `envpool:ID`."""
+Pendulum's steps against podrace's JAX ones; PPO through Anakin; a restored state's
+restart; the compilation cache; what a pool refuses; the command line's `envpool:ID`."""
 
 import functools
 import math
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +19,7 @@ from jax.sharding import Mesh
 
 import podrace as pr
 from podrace import cli
+from podrace.checkpoint import Checkpointer
 from podrace.envs import from_envpool
 from podrace.envs.names import check_env_name, make_env
 
@@ -89,6 +94,21 @@ def test_steps_agree_with_podrace_s_jax_cartpole():
     assert timesteps.terminated.sum() >= num_envs
 
 
+def test_a_fall_on_the_time_limit_s_step_is_reported_truncated_and_the_observation_shows_it():
+    # EnvPool's classic control flags an episode done on its time limit's step as
+    # truncated, even where the pole falls on that step. Its observation is the whole
+    # state, so the fall is there to see; the adapter does not re-apply CartPole's rules.
+    # Always pushing right from a new pool of the same seed, the pole falls at the same
+    # step: a limit set to that step ends the episode there with the same observation.
+    actions = jnp.ones((40, 1), jnp.int32)
+    falls = np.flatnonzero(_run(pr.envs.EnvPoolEnv("CartPole-v1"), actions).terminated[:, 0])[0]
+    timesteps = _run(pr.envs.EnvPoolEnv("CartPole-v1", max_episode_steps=int(falls)), actions)
+    assert timesteps.truncated[falls, 0] and not timesteps.terminated[: falls + 1, 0].any()
+    assert timesteps.discount[falls, 0] == 1 and timesteps.is_first[falls + 1, 0]
+    x, _, theta, _ = timesteps.observation[falls, 0]
+    assert abs(x) > 2.4 or abs(theta) > 12 * 2 * math.pi / 360  # fallen, past Gymnasium's thresholds
+
+
 def test_pendulum_agrees_with_podrace_s_pendulum_where_the_speed_is_not_clipped():
     # EnvPool's Pendulum-v1 observes (cos, sin, angular velocity), its whole state. Its
     # angle moves by the angular velocity before the clip to 8 rad/s, Gymnasium's and
@@ -128,7 +148,22 @@ def test_one_pool_call_per_step_inside_the_scan():
     jaxpr = jax.make_jaxpr(run)(jnp.zeros((3, 4), jnp.int32)).jaxpr
     (scan,) = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
     assert [name.rpartition("_")[2] for name in _pool_calls(jaxpr)] == ["reset"]  # the host reset, once
-    assert [name.rpartition("_")[2] for name in _pool_calls(scan.params["jaxpr"].jaxpr)] == ["send", "recv"]
+    # A step is EnvPool's send and recv, or, for a state of another pool, the pool's restart.
+    (step,) = [eqn for eqn in _nested_eqns(scan.params["jaxpr"].jaxpr) if eqn.primitive.name == "cond"]
+    restart, xla_step = (branch.jaxpr for branch in reversed(step.params["branches"]))
+    assert _pool_calls(restart) == ["reset"]
+    assert [name.rpartition("_")[2] for name in _pool_calls(xla_step)] == ["send", "recv"]
+
+
+def _nested_eqns(jaxpr):
+    """The equations of `jaxpr` and of the programs it calls, cond's branches included."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            for inner in param if isinstance(param, tuple) else (param,):
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    yield from _nested_eqns(inner)
 
 
 def _pool_calls(jaxpr) -> list[str]:
@@ -138,9 +173,9 @@ def _pool_calls(jaxpr) -> list[str]:
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "ffi_call":
             calls.append(eqn.params["target_name"])
-        elif eqn.primitive.name == "io_callback":
+        elif eqn.primitive.name in ("io_callback", "pure_callback"):
             calls.append("reset")
-        elif eqn.primitive.name != "scan":
+        elif eqn.primitive.name not in ("scan", "cond"):
             for param in eqn.params.values():
                 inner = getattr(param, "jaxpr", param)
                 if hasattr(inner, "eqns"):
@@ -225,6 +260,76 @@ def test_ppo_trains_on_envpool_cartpole_through_anakin():
     assert all(np.isfinite(value) for value in again.summary().values())
 
 
+def test_a_restored_state_restarts_the_pool_with_flagged_resets(tmp_path):
+    # The pool's environments are not in the checkpoint: a pipeline restored onto a new
+    # pool (a new process, here a new adapter) cuts the episodes running at the save, and
+    # its first step resets every environment, flagged first. The cut episodes are not
+    # counted as ended: CartPole's returns (1 a step) stay equal to its episodes' lengths.
+    pipeline = _ppo_pipeline()
+    state = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=1).state
+    assert (state.envs.episode_length > 0).any()  # episodes are running at the save
+    with Checkpointer(tmp_path) as checkpointer:
+        checkpointer.save(1, state)
+        config = pr.configs.OnPolicyConfig(algorithm="ppo", num_envs=8, rollout_length=16, hidden=(32,))
+        resumed = config.pipeline(pr.envs.EnvPoolEnv("CartPole-v1"), jax.random.key(0))
+        restored = checkpointer.restore(resumed.init(jax.random.key(1)))
+    keys = jax.random.split(jax.random.key(0), 8)
+    step = jax.jit(lambda envs, actions: resumed.env.step_batch(envs, actions, keys))
+    envs, first = step(restored.envs.env_state, jnp.ones(8, jnp.int32))
+    assert first.is_first.all() and not (first.terminated | first.truncated).any()
+    assert (first.reward == 0).all() and (first.discount == 1).all()
+    np.testing.assert_array_less(np.abs(first.observation), 0.05 + 1e-7)  # fresh starts
+    _, after = step(envs, jnp.ones(8, jnp.int32))
+    assert not after.is_first.any() and (after.reward == 1).all()  # then the pool steps on
+    metrics = resumed.train(restored, num_updates=2).metrics
+    np.testing.assert_array_equal(metrics.episode_length_sum, metrics.episode_return_sum.astype(np.int32))
+
+
+def test_a_program_that_steps_a_pool_names_the_pool_s_address():
+    # EnvPool's XLA step finds its pool by an attribute of the call, the pool's address,
+    # not by the handle it takes: each process's program is its own.
+    env, keys = _cartpole(), jax.random.split(jax.random.key(0), 2)
+    states, _ = jax.vmap(env.reset)(keys)
+    text = jax.jit(lambda states: jax.vmap(env.step)(states, jnp.zeros(2, jnp.int32), keys)).lower(states).as_text()
+    address = int.from_bytes(env._pool(2).handle.tobytes(), sys.byteorder)
+    assert f"handle = {address} : i64" in text
+
+
+_TRAIN_ON_A_POOL = textwrap.dedent(
+    """
+    import sys
+
+    import jax
+
+    import podrace as pr
+
+    pr.enable_compilation_cache(sys.argv[1])
+    jax.config.update("jax_explain_cache_misses", True)
+    jax.config.update("jax_log_compiles", True)
+    config = pr.configs.OnPolicyConfig(algorithm="ppo", num_envs=4, rollout_length=8, hidden=(16,))
+    pipeline = config.pipeline(pr.envs.EnvPoolEnv("CartPole-v1"), jax.random.key(0))
+    jax.block_until_ready(pipeline.train(pipeline.init(jax.random.key(1)), num_updates=1))
+    """
+)
+
+
+def test_the_compilation_cache_keeps_no_program_that_steps_a_pool(tmp_path):
+    # Programs that step a pool hold its address (above) and the pool's restart, a host
+    # callback; JAX writes no program with a host callback to its cache, so a second run
+    # (the command line keeps a cache by default) adds no entry and loads the others.
+    def train_in_a_new_process() -> str:
+        environment = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        command = [sys.executable, "-c", _TRAIN_ON_A_POOL, str(tmp_path)]
+        return subprocess.run(command, capture_output=True, text=True, env=environment, check=True).stderr
+
+    first = train_in_a_new_process()
+    assert "Not writing persistent cache entry for 'jit__train' because it uses host callbacks" in first
+    assert "Not writing persistent cache entry for 'jit__init' because it uses host callbacks" in first
+    entries = sorted(os.listdir(tmp_path))
+    assert "Persistent compilation cache hit" in train_in_a_new_process()
+    assert sorted(os.listdir(tmp_path)) == entries
+
+
 def test_what_a_pool_cannot_do_is_refused_with_the_fix():
     pipeline = _ppo_pipeline()
     with pytest.raises(ValueError, match=r"cannot be vmapped over: its batch of 8 environments is one stateful pool"):
@@ -265,6 +370,17 @@ def test_the_command_line_names_envpool_ids(capsys):
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])
     assert "envpool:ID (an EnvPool environment" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_command_line_resumes_an_envpool_run(tmp_path, capsys):
+    # A new pool for the resumed run (the pipeline is built again): it restarts its episodes.
+    run = ["train", "envpool:CartPole-v1", "ppo", "--num-envs", "4", "--rollout-length", "8", "--hidden", "8"]
+    saving = ["--checkpoint-dir", str(tmp_path), "--updates-per-call", "1"]
+    assert cli.main([*run, "--num-updates", "2", *saving]) == 0
+    assert cli.main([*run, "--num-updates", "3", *saving, "--resume"]) == 0
+    assert f"resumed from update 2 in {tmp_path}" in capsys.readouterr().out
+    with Checkpointer(tmp_path) as checkpointer:
+        assert checkpointer.all_steps()[-1] == 3
 
 
 def test_missing_envpool_raises_an_install_hint(monkeypatch):

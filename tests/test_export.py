@@ -1,12 +1,13 @@
 """Exported policies act as podrace's agents do: ONNX models run in onnxruntime and
 StableHLO read back by `jax.export`, on 1,000 observations (and carries) for a
-feed-forward discrete, a Gaussian and a GRU policy, with observations normalised inside;
+feed-forward discrete, a Gaussian and a GRU policy, with observations normalised inside,
+and discrete policies that take legal-action masks;
 `podrace export` writes them from a checkpoint; what cannot be exported is refused."""
 
 import dataclasses
 import json
 import re
-from typing import Any, final
+from typing import Any, cast, final
 
 import jax
 import jax.numpy as jnp
@@ -56,7 +57,7 @@ def _inputs(observation_shape: tuple[int, ...], initial_carry: list, key: jax.Ar
     return [np.asarray(x, np.float32) for x in (observations, *carries)]
 
 
-def _podrace_outputs(network, policy, inputs: list[np.ndarray], normalization=None) -> list[np.ndarray]:
+def _podrace_outputs(network, policy, inputs: list[Any], normalization=None) -> list[np.ndarray]:
     """What podrace's agent does: its action (and next carry) for each observation."""
     agent = pr.Agent(network, policy)
     structure = jax.tree.structure(network.initial_carry())
@@ -243,3 +244,33 @@ def test_the_command_line_exports_a_checkpoint(tmp_path, capsys):
     _assert_same(_run(exported, inputs), _podrace_outputs(network, run.config.evaluation_policy(), inputs, env))
     assert cli.main(["export", str(directory), "--member", "2"]) == 2
     assert "--member 2: the population has 2 members." in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("format", export.FORMATS)
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_a_masked_env_s_policy_takes_each_observation_s_mask(algo, format, tmp_path):
+    env = helpers.Picks()
+    config = dataclasses.replace(configs.config(algo), hidden=(16, 16))
+    learner = config.learner(env.action_space, configs.observation_shape(env), jax.random.key(9))
+    network = cast(pr.Agent, learner.initial_agent()).network
+    policy = config.evaluation_policy()
+    statistics = pr.envs.RunningStatistics(
+        count=jnp.asarray(100.0), mean=jnp.asarray([0.5, 0.2, 0.7]), var=jnp.asarray([0.25, 0.16, 0.2])
+    )
+    normalization = pr.envs.NormalizeObservation(env, statistics, clip=5.0)
+    spec = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
+    exported = export_policy(
+        network, policy, spec, tmp_path / f"p.{format}", format=format, normalization=normalization
+    )
+    observations = _inputs((helpers.NUM_ACTIONS,), [], jax.random.key(10))[0]
+    masks = np.random.default_rng(11).random((NUM_OBSERVATIONS, helpers.NUM_ACTIONS)) < 0.5
+    masks[:10] = False  # no legal action: every action is
+    (actions,) = _run(exported, [observations, masks])
+    masked = pr.MaskedObservation(jnp.asarray(observations), jnp.asarray(masks))
+    _assert_same([actions], _podrace_outputs(network, policy, [masked], normalization))
+    assert np.all(np.asarray(pr.legal_actions(masked.action_mask))[np.arange(NUM_OBSERVATIONS), actions])
+    inputs = json.loads(exported.description.read_text())["inputs"]
+    assert inputs == [
+        {"name": "observation", "shape": ["batch", helpers.NUM_ACTIONS], "dtype": "float32"},
+        {"name": "action_mask", "shape": ["batch", helpers.NUM_ACTIONS], "dtype": "bool"},
+    ]

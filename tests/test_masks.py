@@ -1,5 +1,8 @@
 """Legal-action masks: masked observations, the outputs and networks that apply them, every
-discrete policy choosing legal actions only, and `check_env`'s `legal-actions` rule."""
+discrete policy choosing legal actions only, `check_env`'s `legal-actions` rule, observation
+normalisation, configurations and recipes on a masked environment, and the losses that
+read every action's value (finite on masked trajectories; discrete SAC against the same
+expectations over the legal actions alone)."""
 
 from typing import cast, final
 
@@ -12,6 +15,7 @@ import pytest
 from jaxtyping import Array, PyTree
 
 import podrace as pr
+from podrace import configs
 from podrace.envs.checker import EnvCheckError, check_env
 
 from . import helpers
@@ -237,3 +241,174 @@ def test_a_learner_trains_and_evaluates_on_a_masked_env():
     evaluation = pr.evaluate(helpers.Picks(), network, pr.policies.Greedy(), num_episodes=4, key=jax.random.key(19))
     # Only legal picks: two of them, each earning 1, end every episode.
     np.testing.assert_array_equal(evaluation.returns, np.full(4, 2.0))
+
+
+# --------------------------------------------------------------------------------------
+# Observation normalisation, configurations and recipes.
+# --------------------------------------------------------------------------------------
+
+
+def _first_timesteps(seed: int, num_envs: int) -> pr.TimeStep:
+    return jax.vmap(lambda key: helpers.Picks().reset(key)[1])(jax.random.split(jax.random.key(seed), num_envs))
+
+
+def test_running_normalization_normalises_the_observation_inside_its_mask():
+    normalization = pr.RunningNormalization(rewards=False, clip=3.0)
+    first, later = _first_timesteps(30, 6), _first_timesteps(31, 6)
+    state, _ = normalization.init(first)
+    state, normalized = normalization.step(state, later)
+    statistics = normalization.observation_statistics(state)
+    assert statistics is not None
+    # The statistics of the observations alone, as if they had come without masks.
+    plain = pr.envs.RunningStatistics.initial((helpers.NUM_ACTIONS,))
+    for timestep in (first, later):
+        plain = plain.update(timestep.observation.observation, jnp.ones(6, bool))
+    helpers.assert_trees_close(statistics, plain)
+    assert isinstance(normalized.observation, pr.MaskedObservation)
+    assert normalized.observation.action_mask.dtype == jnp.bool_
+    np.testing.assert_array_equal(normalized.observation.action_mask, later.observation.action_mask)
+    expected = plain.normalize(later.observation.observation, clip=3.0, epsilon=1e-8)
+    np.testing.assert_allclose(normalized.observation.observation, expected, rtol=1e-6)
+    # Evaluations play with the statistics frozen, the masks as they are.
+    frozen = normalization.frozen(helpers.Picks(), state)
+    space = frozen.observation_space
+    assert isinstance(space, pr.MaskedObservationSpace) and space.action == pr.Discrete(helpers.NUM_ACTIONS)
+    assert "legal-actions" in check_env(pr.envs.AutoReset(frozen), num_steps=40).passed
+
+
+def test_normalisation_refuses_a_mask_around_a_structure():
+    env = pr.envs.AutoReset(pr.envs.PreviousActionReward(helpers.Picks()))
+    with pytest.raises(ValueError, match=r"one array of observations .*ObservationActionRewardSpace"):
+        pr.RunningNormalization().check_fits(env)
+
+
+def _acts_legally(network: pr.networks.AbstractNetwork) -> None:
+    """The network's greedy actions in Picks are legal, under its mask."""
+    timesteps = _first_timesteps(32, 8)
+    actions = jax.vmap(lambda o: pr.policies.Greedy()(network(o, ())[0], jax.random.key(0)).action)(
+        timesteps.observation
+    )
+    masks = np.asarray(timesteps.observation.action_mask)
+    assert np.all(np.take_along_axis(masks, np.asarray(actions)[:, None], axis=1))
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "sac", "ppo"])
+def test_a_configuration_trains_on_a_masked_env_with_normalised_observations(algorithm):
+    assert configs.observation_shape(helpers.Picks()) == (helpers.NUM_ACTIONS,)
+    replay = dict(buffer_size=64, batch_size=8, min_replay_size=8)
+    extra = dict(num_minibatches=2) if algorithm == "ppo" else replay
+    config = configs.config(
+        algorithm,
+        num_envs=2,
+        rollout_length=4,
+        hidden=(8,),
+        normalize_observations=True,
+        normalize_rewards=True,
+        **extra,
+    )
+    pipeline = config.pipeline(helpers.Picks(), jax.random.key(33))
+    state = pipeline.init(jax.random.key(34))
+    result = pipeline.train(state, num_updates=3)
+    helpers.assert_all_finite(eqx.filter(result.state.learner, eqx.is_inexact_array))
+    network = pipeline.network_at(result.state)
+    evaluation = pr.evaluate(
+        pipeline.evaluation_env(result.state),
+        network,
+        config.evaluation_policy(),
+        num_episodes=4,
+        key=jax.random.key(35),
+    )
+    assert np.all(np.asarray(evaluation.returns) == 2.0)  # only legal picks
+
+
+def test_a_recipe_builds_its_network_for_a_masked_env():
+    pipeline = pr.recipes.CLEANRL_DQN.pipeline(helpers.Picks(), jax.random.key(36))
+    state = pipeline.init(jax.random.key(37))
+    _acts_legally(pipeline.network_at(state))
+
+
+# --------------------------------------------------------------------------------------
+# Losses that read every action's value.
+# --------------------------------------------------------------------------------------
+
+
+def _masked_trajectory(trajectory: pr.Trajectory, seed: int) -> pr.Trajectory:
+    """`trajectory` `[T + 1, B]` with random legal-action masks that allow each action taken,
+    some of them (on steps where no action is taken) allowing none."""
+    actions = np.asarray(trajectory.policy_step.action)
+    rng = np.random.default_rng(seed)
+    masks = rng.random((actions.shape[0] + 1, *actions.shape[1:], helpers.NUM_ACTIONS)) < 0.5
+    masks[-1, ::2] = False
+    np.put_along_axis(masks[:-1], actions[..., None], True, axis=-1)
+    return eqx.tree_at(
+        lambda t: t.timestep.observation,
+        trajectory,
+        pr.MaskedObservation(trajectory.timestep.observation, jnp.asarray(masks)),
+    )
+
+
+DISCRETE_LOSSES = [name for name, case in helpers.LOSSES.items() if not case.continuous]
+
+
+def _loss_and_grads(loss, network, trajectory):
+    return eqx.filter_value_and_grad(lambda network: loss(helpers.agent(network), trajectory), has_aux=True)(network)
+
+
+LOSS_AND_GRADS = helpers.Compiled(_loss_and_grads)
+
+
+@pytest.mark.parametrize("name", DISCRETE_LOSSES)
+def test_a_discrete_loss_and_its_gradient_stay_finite_on_masked_trajectories(name):
+    loss, network, trajectory = helpers.LOSSES[name].setup(20, 5, 4)
+    (value, terms), grads = LOSS_AND_GRADS(loss, network, _masked_trajectory(trajectory, 21))
+    helpers.assert_all_finite((value, terms, eqx.filter(grads, eqx.is_inexact_array)))
+
+
+@pytest.mark.parametrize("temperature", [0.2, 1.0, 5.0])
+def test_discrete_sac_leaves_illegal_actions_out_of_its_expectations(temperature):
+    """Every objective is that of a game with the legal actions alone, finite with finite
+    gradients, at temperatures on both sides of 1 (where `alpha log pi` of an illegal
+    action overflows)."""
+    learner = helpers.discrete_sac_learner(jax.random.key(22))
+    trajectory = _masked_trajectory(helpers.random_trajectory(23, 1, 8), 24)
+    transitions = pr.losses.one_step_transitions(trajectory)
+    alpha, key = jnp.asarray(temperature), jax.random.key(25)
+    targets = learner.critic_loss.targets(
+        transitions, actor=learner.actor, target_critic=learner.critic, temperature=alpha, key=key
+    )
+
+    def actor_objective(actor):
+        return learner.actor_loss(actor, transitions, critic=learner.critic, temperature=alpha, key=key)
+
+    def critic_objective(critic):
+        return learner.critic_loss(critic, transitions, targets)
+
+    (actor_loss, terms), actor_grads = eqx.filter_value_and_grad(actor_objective, has_aux=True)(learner.actor)
+    (critic_loss, _), critic_grads = eqx.filter_value_and_grad(critic_objective, has_aux=True)(learner.critic)
+    helpers.assert_all_finite((targets, actor_loss, terms, actor_grads, critic_loss, critic_grads))
+
+    # The oracle: the same expectations over the legal actions alone, in float64.
+    def legal_log_policy_and_values(observation: pr.MaskedObservation):
+        logits = np.asarray(jax.vmap(lambda o: learner.actor(o, ())[0].logits)(observation.observation), np.float64)
+        values = np.asarray(pr.losses.stacked_q_values(learner.critic, observation.observation), np.float64)
+        legal = np.asarray(pr.legal_actions(observation.action_mask))
+        logits = np.where(legal, logits, -np.inf)
+        log_policy = logits - np.log(np.sum(np.exp(logits), axis=-1, keepdims=True))
+        return legal, log_policy, values.min(axis=1)
+
+    def expectation(legal, log_policy, values):
+        return np.sum(np.where(legal, np.exp(log_policy) * np.where(legal, values, 0.0), 0.0), axis=-1)
+
+    legal, log_policy, values = legal_log_policy_and_values(transitions.next_observation)
+    soft_value = expectation(legal, log_policy, values - temperature * np.where(legal, log_policy, 0.0))
+    discount = float(cast(pr.losses.DiscreteSACCriticLoss, learner.critic_loss).discount)
+    expected = np.asarray(transitions.reward) + discount * np.asarray(transitions.discount) * soft_value
+    np.testing.assert_allclose(targets, expected, rtol=1e-5, atol=1e-5)
+    legal, log_policy, values = legal_log_policy_and_values(transitions.observation)
+    safe_log_policy = np.where(legal, log_policy, 0.0)
+    mask = np.asarray(transitions.mask, np.float64)
+    count = max(mask.sum(), 1.0)
+    per_state = expectation(legal, log_policy, temperature * safe_log_policy - values)
+    np.testing.assert_allclose(actor_loss, np.sum(mask * per_state) / count, rtol=1e-5, atol=1e-5)
+    entropy = -expectation(legal, log_policy, safe_log_policy)
+    np.testing.assert_allclose(terms["entropy"], np.sum(mask * entropy) / count, rtol=1e-5, atol=1e-5)

@@ -21,10 +21,9 @@ from jaxtyping import PRNGKeyArray
 
 from .._validation import unknown_name
 from ..envs import AbstractEnv, AutoReset
-from ..executors.anakin import Anakin
+from ..executors.anakin import Anakin, observation_shape
 from ..executors.normalization import RunningNormalization
 from ..learners import AbstractLearner
-from ..networks import split_action_mask
 from ..policies import AbstractPolicy
 
 
@@ -216,12 +215,6 @@ def core_name(text: str) -> str | None:
 # --------------------------------------------------------------------------------------
 # The base
 # --------------------------------------------------------------------------------------
-
-
-def observation_shape(env: AbstractEnv) -> tuple[int, ...]:
-    """The shape of `env`'s observations (without their legal-action mask, which the
-    network applies to its output)."""
-    return jax.eval_shape(lambda: split_action_mask(env.reset(jax.random.key(0))[1].observation)[0]).shape
 
 
 class AbstractConfig(eqx.Module):

@@ -134,7 +134,10 @@ class AbstractPoolEnv(AbstractEnv[StateT]):
     - cannot be vmapped over again (a [`podrace.Population`][] of pipelines on one pool),
         nor have its batch split over devices: it is one pool on the host;
     - is stateful: stepping it twice from the same state gives two different steps, and
-        evaluation episodes cannot share the pool that training steps.
+        evaluation episodes cannot share the pool that training steps;
+    - is not in a checkpoint: the environments live in the pool, so a restored state
+        cannot resume their episodes exactly ([`podrace.envs.EnvPoolEnv`][] restarts
+        them on its first step, flagged first).
 
     Its randomness is the pool's own, seeded where the pool is built, not the keys that
     `reset` and `step` take.

@@ -2,6 +2,7 @@
 compiled program, through EnvPool's XLA interface."""
 
 import contextlib
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -51,10 +52,15 @@ class EnvPoolState(eqx.Module):
         the calls inside a compiled program.
     - `is_last`: whether the environment's previous time step ended an episode, so that
         the pool resets it on this step.
+    - `pool_tag`: which pool the state is of, the same in every environment of the batch:
+        random bytes drawn when the pool is built. A step of a state whose tag is not its
+        pool's (a state restored from a checkpoint, or made by another adapter) restarts
+        every environment of the pool (see [`podrace.envs.EnvPoolEnv`][]).
     """
 
     handle: UInt8[Array, "*batch handle"]
     is_last: Bool[Array, "*batch"]
+    pool_tag: UInt8[Array, "*batch tag"]
 
 
 @final
@@ -75,6 +81,7 @@ class _Pool:
             )
         handle, _, _, self._xla_step = self.pool.xla()
         self.handle = np.asarray(handle)
+        self.tag = np.frombuffer(os.urandom(8), np.uint8)
         self.num_envs = num_envs
         self.observation = env.observation_shape
         refusal = (
@@ -87,21 +94,57 @@ class _Pool:
 
     def _reset(self, handle: UInt8[Array, " handle"], keys: Array) -> tuple[UInt8[Array, " handle"], Array]:
         del keys  # the pool's randomness is its own; they are here so that a vmap over them is refused
+        return self._host_reset(handle, in_step=False)
+
+    def _host_reset(self, handle: UInt8[Array, " handle"], *, in_step: bool) -> tuple[UInt8[Array, " handle"], Array]:
+        """The pool's Python `reset`, called on the host from inside the program: the
+        observations of every environment, and `handle`, which orders the pool's calls.
+
+        A step's (`in_step`) is a `pure_callback`, not an `io_callback`: JAX refuses IO
+        effects in a while loop whose condition is batched, as evaluate's episodes are.
+        Its outputs are used and it runs only in the branch that restarts the pool, so
+        it is neither dropped nor repeated, and the handle orders it."""
 
         def reset(handle: Array) -> tuple[Array, np.ndarray]:
             with _quiet_spaces():
                 observation, _ = self.pool.reset()
             return handle, np.asarray(observation, self.observation.dtype)
 
-        batch = jax.ShapeDtypeStruct((self.num_envs, *self.observation.shape), self.observation.dtype)
-        return io_callback(reset, (jax.ShapeDtypeStruct(handle.shape, handle.dtype), batch), handle, ordered=True)
+        shapes = (
+            jax.ShapeDtypeStruct(handle.shape, handle.dtype),
+            jax.ShapeDtypeStruct((self.num_envs, *self.observation.shape), self.observation.dtype),
+        )
+        if in_step:
+            return jax.pure_callback(reset, shapes, handle)
+        return io_callback(reset, shapes, handle, ordered=True)
 
-    def _step_batch(self, handle: UInt8[Array, " handle"], actions: Array) -> tuple[UInt8[Array, " handle"], Any]:
-        with _quiet_spaces():  # EnvPool builds its spaces while tracing its first step
-            handle, (observation, reward, terminated, truncated, info) = self._xla_step(handle, actions)
-        # Atari's game over: EnvPool counts a game that ends on the time limit's step as truncated.
-        game_over = info["terminated"].astype(bool) if "terminated" in info else jnp.zeros_like(terminated)
-        return handle, (observation, reward, terminated, truncated, game_over)
+    def _step_batch(
+        self, handle: UInt8[Array, " handle"], tag: UInt8[Array, " tag"], actions: Array
+    ) -> tuple[UInt8[Array, " handle"], Any]:
+        """One step of the pool (EnvPool's XLA step), or, for a state of another pool
+        (`tag` is not this pool's), its restart: every environment reset (a Python call on
+        the host), each time step flagged first."""
+
+        def step(handle: Array) -> tuple[Array, Any]:
+            with _quiet_spaces():  # EnvPool builds its spaces while tracing its first step
+                handle, (observation, reward, terminated, truncated, info) = self._xla_step(handle, actions)
+            # Atari's game over: EnvPool counts a game that ends on the time limit's step as truncated.
+            game_over = info["terminated"] if "terminated" in info else jnp.zeros_like(terminated)
+            flags = tuple(flag.astype(bool) for flag in (terminated, truncated, game_over))
+            return handle, (
+                observation.astype(self.observation.dtype),
+                reward.astype(jnp.float32),
+                *flags,
+                jnp.asarray(False),
+            )
+
+        def restart(handle: Array) -> tuple[Array, Any]:
+            handle, observation = self._host_reset(handle, in_step=True)
+            no = jnp.zeros(self.num_envs, bool)
+            return handle, (observation, jnp.zeros(self.num_envs, jnp.float32), no, no, no, jnp.asarray(True))
+
+        restarted = jnp.any(tag != jnp.asarray(self.tag))
+        return jax.lax.cond(restarted, restart, step, handle)
 
 
 def _refusing_vmap(fun: Callable[..., Any], message: str) -> Callable[..., Any]:
@@ -143,9 +186,32 @@ class EnvPoolEnv(AbstractPoolEnv[EnvPoolState]):
         `episodic_life=True`, the agent loses a life (the game then goes on from the next
         step, which EnvPool's reset continues without restarting the game, as
         OpenAI Baselines' `EpisodicLifeEnv`). An Atari game over on the limit's step
-        (EnvPool's `info["terminated"]`) is a termination. In other environments
-        EnvPool cannot tell a termination on the limit's step from a truncation: it is
-        reported truncated.
+        (EnvPool's `info["terminated"]`) is a termination. Other environments flag an
+        episode that ends on the limit's step truncated, whatever ended it: EnvPool
+        unsets `terminated` wherever `truncated` is set, and its `info` (`elapsed_step`)
+        does not tell them apart either. A CartPole pole that falls on that very step is
+        reported truncated, discount 1, its observation past the thresholds. The adapter
+        does not re-apply an environment's rules to tell them apart; where it matters,
+        the observation of classic control (its whole state) shows it.
+
+    **Checkpoints.** The environments live in the pool, not in the JAX state, which
+    holds the pool's handle, each environment's `is_last` and the pool's tag. A state
+    restored from a checkpoint (in a new process, or into a new adapter) is not its pool's:
+    its first step restarts every environment, each time step flagged first (reward 0,
+    discount 1), as the step after an episode's end is, and training goes on from there.
+    The episodes running at the save are cut, not ended: no time step of theirs is
+    flagged terminated or truncated, and they are left out of the episode statistics
+    (returns, lengths, counts). A learner learns nothing across the restart (no loss is
+    taken on a transition into a first time step), so it bootstraps their last
+    transition from the value of the last observation, as at a truncation. Resuming a
+    pool is therefore not bit-exact, unlike resuming a JAX environment; and a new pool's
+    randomness starts again from `seed`.
+
+    **Compiled programs.** EnvPool's XLA step finds its pool by the pool's address,
+    written into the program, and the programs that step a pool hold its restart, a call
+    on the host. JAX's persistent compilation cache writes no program with such a call,
+    so the programs that step a pool compile in every process; the cache keeps the
+    others (networks, optimiser states), as the command line's does.
 
     **Options.** Keyword options go to `envpool.make` under EnvPool's own names. Atari's
     preprocessing, with EnvPool's defaults: `frame_skip=4` (the maximum of the last two
@@ -280,26 +346,32 @@ class EnvPoolEnv(AbstractPoolEnv[EnvPoolState]):
         pool = self._pool(num_envs)
         handle, observation = pool.reset(jnp.asarray(pool.handle), jax.random.key_data(keys))
         timestep = jax.vmap(TimeStep.first)(observation)
-        return EnvPoolState(_broadcast(handle, num_envs), timestep.is_last), timestep
+        return EnvPoolState(
+            _broadcast(handle, num_envs), timestep.is_last, _broadcast(jnp.asarray(pool.tag), num_envs)
+        ), timestep
 
     def _step_batch(self, num_envs: int, states: EnvPoolState, actions: Array) -> tuple[EnvPoolState, TimeStep]:
-        """Steps the pool of `num_envs` environments (EnvPool's XLA step)."""
-        handle, (observation, reward, terminated, truncated, game_over) = self._pool(num_envs).step(
-            states.handle[0], actions
+        """Steps the pool of `num_envs` environments (EnvPool's XLA step), or restarts it
+        for states of another pool."""
+        pool = self._pool(num_envs)
+        handle, (observation, reward, terminated, truncated, game_over, restarted) = pool.step(
+            states.handle[0], states.pool_tag[0], actions
         )
         # The step after an episode's last one is the pool's reset of that environment.
-        is_first = states.is_last
+        is_first = states.is_last | restarted
         terminated = (terminated | game_over) & ~is_first
         truncated = truncated & ~terminated & ~is_first
         timestep = TimeStep(
             observation,
-            jnp.where(is_first, 0.0, reward).astype(jnp.float32),
+            jnp.where(is_first, 0.0, reward),
             jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
             is_first,
             terminated,
             truncated,
         )
-        return EnvPoolState(_broadcast(handle, num_envs), timestep.is_last), timestep
+        return EnvPoolState(
+            _broadcast(handle, num_envs), timestep.is_last, _broadcast(jnp.asarray(pool.tag), num_envs)
+        ), timestep
 
 
 _LOCK = threading.Lock()  # pools are built while tracing, which may run on several threads

@@ -4,8 +4,13 @@
 updates them as it trains; [`podrace.envs.NormalizeObservation`][] normalises an
 environment's observations with statistics taken from there, to evaluate, record or
 deploy the trained agent as it was trained.
+
+Observations with a legal-action mask ([`podrace.MaskedObservation`][]) are normalised
+inside it: the mask passes through as it is and stays out of the statistics.
 """
 
+import functools
+from collections.abc import Callable
 from typing import final
 
 import equinox as eqx
@@ -13,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray, UInt8
 
-from .._types import AbstractSpace, Box, TimeStep
+from .._types import AbstractSpace, Box, MaskedObservation, MaskedObservationSpace, TimeStep
 from ._base import AbstractEnv, AbstractRenderableEnv, render
 
 
@@ -88,7 +93,8 @@ class NormalizeObservation(AbstractRenderableEnv):
 
     **Arguments:**
 
-    - `env`: the environment, with a `Box` observation space.
+    - `env`: the environment, with a `Box` observation space (or a
+        [`podrace.MaskedObservationSpace`][] of one, whose masks pass through).
     - `statistics`: the observations' statistics.
     - `clip`: the normalised observations are clipped to `[-clip, clip]`.
     - `epsilon`: added to the variance.
@@ -103,10 +109,11 @@ class NormalizeObservation(AbstractRenderableEnv):
         check_normalizable(self.env)
 
     @property
-    def observation_space(self) -> Box:
+    def observation_space(self) -> Box | MaskedObservationSpace:
         space = self.env.observation_space
-        assert isinstance(space, Box)
-        return Box(-self.clip, self.clip, space.shape, jnp.float32)
+        if isinstance(space, MaskedObservationSpace):
+            return MaskedObservationSpace(self._normalized_space(space.observation), space.action)
+        return self._normalized_space(space)
 
     @property
     def action_space(self) -> AbstractSpace:
@@ -123,19 +130,47 @@ class NormalizeObservation(AbstractRenderableEnv):
     def render(self, state) -> UInt8[Array, "height width 3"]:
         return render(self.env, state)
 
-    def normalize(self, observation: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
-        """`observation` normalised with the fixed statistics."""
-        return self.statistics.normalize(observation, clip=self.clip, epsilon=self.epsilon)
+    def normalize(self, observation: Array | MaskedObservation) -> Array | MaskedObservation:
+        """`observation` normalised with the fixed statistics (the observation inside a
+        [`podrace.MaskedObservation`][], whose mask stays as it is)."""
+        normalize = functools.partial(self.statistics.normalize, clip=self.clip, epsilon=self.epsilon)
+        return map_observation(normalize, observation)
+
+    def _normalized_space(self, space: AbstractSpace) -> Box:
+        assert isinstance(space, Box)
+        return Box(-self.clip, self.clip, space.shape, jnp.float32)
 
     def _normalized(self, timestep: TimeStep) -> TimeStep:
         return eqx.tree_at(lambda t: t.observation, timestep, self.normalize(timestep.observation))
 
 
+def map_observation(fn: Callable[[Array], Array], observation: Array | MaskedObservation) -> Array | MaskedObservation:
+    """`fn` applied to an observation array, or to the array inside a
+    [`podrace.MaskedObservation`][], whose legal-action mask passes through as it is:
+    how observation normalisation changes an observation.
+
+    **Arguments:**
+
+    - `fn`: maps an observation array (or a batch of them) to another.
+    - `observation`: an array, or a masked one (batched alike).
+
+    **Returns:**
+
+    `fn(observation)`, or the masked observation with `fn` of its array and its mask.
+    """
+    if isinstance(observation, MaskedObservation):
+        return MaskedObservation(fn(observation.observation), observation.action_mask)
+    return fn(observation)
+
+
 def check_normalizable(env: AbstractEnv) -> None:
-    """Refuses an environment whose observations are not one array (a `Box`)."""
+    """Refuses an environment whose observations are not one array (a `Box`, or a
+    `MaskedObservationSpace` of one)."""
     space = env.observation_space
-    if not isinstance(space, Box):
+    inner = space.observation if isinstance(space, MaskedObservationSpace) else space
+    if not isinstance(inner, Box):
         raise ValueError(
-            f"Observation normalisation needs one array of observations (a Box space); {type(env).__name__} "
-            f"observes {type(space).__name__}. Normalise inside the network instead, or leave observations as they are."
+            f"Observation normalisation needs one array of observations (a Box space, with or without a legal-action "
+            f"mask); {type(env).__name__} observes {type(inner).__name__}. Normalise inside the network instead, or "
+            "leave observations as they are."
         )

@@ -10,6 +10,7 @@ Reference: Hessel et al., "Podracer architectures for scalable Reinforcement
 Learning", 2021.
 """
 
+import functools
 from typing import final
 
 import equinox as eqx
@@ -23,11 +24,12 @@ from .._validation import check_positive_int
 from ..agent import AbstractAgent
 from ..compilation import compiled_once
 from ..envs import AbstractEnv, AbstractPoolEnv, AutoReset
+from ..envs.normalization import map_observation
 from ..learners import AbstractLearner
 from ..learners.learner import raise_non_finite_loss
 from ..learners.replay import AbstractReplayLearner
 from ..loggers import summarize
-from ..networks import AbstractNetwork
+from ..networks import AbstractNetwork, split_action_mask
 from ..results import EvaluationResult, TrainMetrics
 from .evaluation import Evaluation
 from .normalization import NormalizationState, RunningNormalization
@@ -227,6 +229,23 @@ def init_state(
     return AnakinState(learner.init(learner_key, timestep), envs)
 
 
+def observation_shape(env: AbstractEnv) -> tuple[int, ...]:
+    """The shape of `env`'s observations without their legal-action mask (which a network
+    applies to its output, see [`podrace.networks.split_action_mask`][]): the shape that
+    a network's torso for `env` reads.
+
+    **Arguments:**
+
+    - `env`: an environment whose observations are one array, or a
+        [`podrace.MaskedObservation`][] of one.
+
+    **Returns:**
+
+    The shape of one observation.
+    """
+    return jax.eval_shape(lambda: split_action_mask(env.reset(jax.random.key(0))[1].observation)[0]).shape
+
+
 def replays_raw_observations(learner: AbstractLearner, normalization: RunningNormalization | None) -> bool:
     """Whether `learner` keeps raw observations in its replay and normalises each sampled
     batch (a replay learner, with `normalization.replayed_observations == "raw"`)."""
@@ -289,6 +308,11 @@ def train_steps(
         resets = jnp.sum(trajectory.timestep.is_first[1:], dtype=jnp.int32)
         steps = envs.episode_length.size * rollout_length - resets
         ended_length = jnp.sum(state.envs.episode_length) + steps - jnp.sum(envs.episode_length)
+        if isinstance(env.env, AbstractPoolEnv):
+            # An episode cut by a restart (a pool's first step from a restored state, as
+            # podrace.envs.EnvPoolEnv takes it) ends there without an episode's end: its steps leave.
+            cut = trajectory.timestep.is_first[1] & ~trajectory.timestep.is_last[0]
+            ended_length = ended_length - jnp.sum(jnp.where(cut, state.envs.episode_length, 0))
         episodes = (jnp.sum(ended_returns), jnp.sum(trajectory.timestep.is_last[1:], dtype=jnp.int32), ended_length)
         if axis_name is not None:
             episodes = jax.lax.psum(episodes, axis_name)
@@ -361,7 +385,8 @@ class Anakin(AbstractPipeline[AnakinState]):
             )
         observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
         if normalization is not None and normalization.observations:
-            observation = jax.ShapeDtypeStruct(observation.shape, jnp.float32)
+            as_float = functools.partial(map_observation, lambda x: x.astype(jnp.float32))
+            observation = jax.eval_shape(as_float, observation)
         learner.check_fits(env.action_space, observation, num_envs=num_envs, env_name=type(env).__name__)
         self.env = env if isinstance(env, AutoReset) else AutoReset(env)
         self.learner = learner

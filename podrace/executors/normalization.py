@@ -8,6 +8,7 @@ environments: they are checkpointed and resumed with them, every device merges t
 same batch statistics, and evaluations normalise with them, frozen.
 """
 
+import functools
 from typing import Literal, final
 
 import equinox as eqx
@@ -17,7 +18,8 @@ from jaxtyping import Array, Float
 
 from .._types import TimeStep
 from ..envs import AbstractEnv
-from ..envs.normalization import NormalizeObservation, RunningStatistics, check_normalizable
+from ..envs.normalization import NormalizeObservation, RunningStatistics, check_normalizable, map_observation
+from ..networks import split_action_mask
 
 
 REPLAYED_OBSERVATIONS = ("raw", "normalized")
@@ -52,7 +54,8 @@ class RunningNormalization(eqx.Module):
     `r / sqrt(var_G + epsilon)`, clipped likewise. This is Gymnasium's
     `NormalizeObservation` and OpenAI Baselines' `VecNormalize`, as CleanRL's continuous
     PPO uses them, with the batch and devices merged. A reset's time step joins the
-    observations' statistics but not the returns' (it has no reward).
+    observations' statistics but not the returns' (it has no reward). A legal-action mask
+    ([`podrace.MaskedObservation`][]) passes through as it is, outside the statistics.
 
     The learner sees the normalised time steps; the pipeline's episode returns stay those
     of the environment's own rewards, and evaluations play with observations normalised
@@ -69,7 +72,8 @@ class RunningNormalization(eqx.Module):
 
     **Arguments:**
 
-    - `observations`: whether to normalise observations (one array, a `Box` space).
+    - `observations`: whether to normalise observations (one array, a `Box` space, or a
+        [`podrace.MaskedObservationSpace`][] of one).
     - `rewards`: whether to normalise rewards.
     - `discount`: the discount of the returns whose scale normalises rewards (use the
         learner's).
@@ -116,7 +120,7 @@ class RunningNormalization(eqx.Module):
         batch_size = timestep.reward.shape[0]
         observations = returns = None
         if self.observations:
-            observations = RunningStatistics.initial(timestep.observation.shape[1:])
+            observations = RunningStatistics.initial(split_action_mask(timestep.observation)[0].shape[1:])
         if self.rewards:
             returns = RunningStatistics.initial(())
         state = NormalizationState(observations, returns, jnp.zeros((), jnp.float32))
@@ -143,8 +147,10 @@ class RunningNormalization(eqx.Module):
         observations, returns = shared
         discounted_return = state.discounted_return
         if observations is not None:
-            observations = observations.update(timestep.observation, jnp.ones(batch_size, bool), axis_name)
-            observation = observations.normalize(timestep.observation, clip=self.clip, epsilon=self.epsilon)
+            batch = split_action_mask(timestep.observation)[0]
+            observations = observations.update(batch, jnp.ones(batch_size, bool), axis_name)
+            normalize = functools.partial(observations.normalize, clip=self.clip, epsilon=self.epsilon)
+            observation = map_observation(normalize, timestep.observation)
             timestep = eqx.tree_at(lambda t: t.observation, timestep, observation)
         if returns is not None:
             discounted_return = self.discount * discounted_return + timestep.reward

@@ -53,7 +53,7 @@ class SequenceReplay(eqx.Module):
 
     buffer_size: int = eqx.field(static=True)
     sequence_length: int = eqx.field(static=True)
-    normalize_observations: Callable[[Array], Array] | None = None
+    normalize_observations: Callable[[PyTree[Array]], PyTree[Array]] | None = None
 
     def __check_init__(self):
         check_positive_int("SequenceReplay", "buffer_size", self.buffer_size)
@@ -178,7 +178,7 @@ class AbstractReplayLearner(AbstractLearner[ReplayStateT]):
         trajectory: Trajectory,
         *,
         axis_name: str | None = None,
-        normalize_observations: Callable[[Array], Array] | None = None,
+        normalize_observations: Callable[[PyTree[Array]], PyTree[Array]] | None = None,
     ) -> tuple[ReplayStateT, UpdateMetrics]:
         """Stores the rollout, then learns from sampled batches once ready.
 

@@ -31,6 +31,7 @@ from .discrete_sac import (
     DiscreteSACActorLoss as DiscreteSACActorLoss,
     DiscreteSACCriticLoss as DiscreteSACCriticLoss,
     categorical_log_policy as categorical_log_policy,
+    policy_expectation as policy_expectation,
     stacked_q_values as stacked_q_values,
 )
 from .impala import VTraceLoss as VTraceLoss, vtrace as vtrace
@@ -103,6 +104,7 @@ __all__ = [
     "tanh_gaussian_actions",
     "stacked_q_values",
     "categorical_log_policy",
+    "policy_expectation",
     "mean_over_trajectories",
     "bootstrap_agent",
     "bootstrap_values",

@@ -13,6 +13,7 @@ import abc
 from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 import equinox as eqx
+import jax
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._types import AbstractNetworkOutput, Trajectory
@@ -55,12 +56,13 @@ class Transitions(eqx.Module):
 def one_step_transitions(batch: Trajectory) -> Transitions:
     """The transitions of a replayed batch of two-step trajectories `[2, B]`."""
     timestep = batch.timestep
+    # An observation may be a structure (a `MaskedObservation`), with the time axis on each leaf.
     return Transitions(
-        observation=timestep.observation[0],
+        observation=jax.tree.map(lambda x: x[0], timestep.observation),
         action=batch.policy_step.action[0],
         reward=timestep.reward[1],
         discount=timestep.discount[1],
-        next_observation=timestep.observation[1],
+        next_observation=jax.tree.map(lambda x: x[1], timestep.observation),
         mask=batch.map_batch(transition_mask)[:, 0],
     )
 

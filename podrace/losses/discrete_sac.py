@@ -28,6 +28,29 @@ def categorical_log_policy(actor: AbstractNetwork, observation: PyTree[Array]) -
     return jax.nn.log_softmax(jax.vmap(lambda o: actor(o, ())[0].logits)(observation))
 
 
+def policy_expectation(
+    log_policy: Float[Array, "B num_actions"], values: Float[Array, "B num_actions"]
+) -> Float[Array, " B"]:
+    """`sum_a pi(a|s) values(s, a)` for each state, over the actions of positive probability.
+
+    The illegal actions of a [`podrace.MaskedObservation`][] have probability 0, and the
+    lowest float as their logit and value (see [`podrace.exclude_illegal`][]): they add
+    nothing, where `0 * (alpha log pi - Q)`, which overflows once alpha exceeds 1, would
+    give NaN.
+
+    **Arguments:**
+
+    - `log_policy`: the log-probability of each action, per state.
+    - `values`: the value of each action, per state.
+
+    **Returns:**
+
+    The expected value of each state.
+    """
+    policy = jnp.exp(log_policy)
+    return jnp.sum(policy * jnp.where(policy > 0, values, 0.0), axis=-1)
+
+
 @final
 class DiscreteSACCriticLoss(AbstractSoftCriticLoss[AbstractNetwork]):
     """Soft Q-learning over discrete actions, with clipped double critics.
@@ -36,7 +59,8 @@ class DiscreteSACCriticLoss(AbstractSoftCriticLoss[AbstractNetwork]):
     `r + discount * d * sum_a' pi(a'|s') (min_i Q'_i(s', a') - alpha log pi(a'|s'))`:
     the next state's soft value in expectation over the policy, without sampling.
     The critics are Q-networks stacked into one (see
-    [`podrace.learners.DiscreteSACLearner`][]).
+    [`podrace.learners.DiscreteSACLearner`][]). The illegal actions of a masked
+    observation are left out of the expectation ([`podrace.losses.policy_expectation`][]).
 
     Reference: Christodoulou, "Soft Actor-Critic for Discrete Action Settings", 2019, eq. 10.
 
@@ -66,7 +90,7 @@ class DiscreteSACCriticLoss(AbstractSoftCriticLoss[AbstractNetwork]):
         del key  # the expectation over next actions is exact
         next_log_policy = categorical_log_policy(actor, transitions.next_observation)
         next_values = jnp.min(stacked_q_values(target_critic, transitions.next_observation), axis=1)
-        soft_value = jnp.sum(jnp.exp(next_log_policy) * (next_values - temperature * next_log_policy), axis=-1)
+        soft_value = policy_expectation(next_log_policy, next_values - temperature * next_log_policy)
         return jax.lax.stop_gradient(transitions.reward + self.discount * transitions.discount * soft_value)
 
     def __call__(
@@ -82,6 +106,8 @@ class DiscreteSACCriticLoss(AbstractSoftCriticLoss[AbstractNetwork]):
 class DiscreteSACActorLoss(AbstractSoftActorLoss[AbstractNetwork]):
     """The actor minimises `sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a))`, averaged
     over the unmasked transitions; its `entropy` term is the policy's exact mean entropy.
+    Both expectations leave out the illegal actions of a masked observation
+    ([`podrace.losses.policy_expectation`][]).
 
     Reference: Christodoulou, "Soft Actor-Critic for Discrete Action Settings", 2019, eq. 12.
     """
@@ -102,8 +128,7 @@ class DiscreteSACActorLoss(AbstractSoftActorLoss[AbstractNetwork]):
         num_transitions = jnp.maximum(jnp.sum(mask), 1.0)
         values = jax.lax.stop_gradient(jnp.min(stacked_q_values(critic, transitions.observation), axis=1))
         log_policy = categorical_log_policy(actor, transitions.observation)
-        policy = jnp.exp(log_policy)
-        per_state = jnp.sum(policy * (temperature * log_policy - values), axis=-1)
-        entropy = -jnp.sum(policy * log_policy, axis=-1)
+        per_state = policy_expectation(log_policy, temperature * log_policy - values)
+        entropy = -policy_expectation(log_policy, log_policy)
         loss = jnp.sum(mask * per_state) / num_transitions
         return loss, {"actor": loss, "entropy": jnp.sum(mask * entropy) / num_transitions}
