@@ -50,6 +50,7 @@ NOT_RENDERED = {
     "gymnax-catch": "GymnaxEnv does not draw its states",
     "auto-reset-observation-reward-probe": "ObservationRewardProbe does not draw its states",
     "auto-reset-observation-action-reward-probe": "ObservationActionRewardProbe does not draw its states",
+    "auto-reset-picks": "Picks does not draw its states",
 }
 RENDERED = [name for name in helpers.ENVS if name not in NOT_RENDERED]
 
