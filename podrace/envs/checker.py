@@ -32,9 +32,10 @@ RULES = (
 )
 """The names of `check_env`'s rules, in the order of its documentation."""
 
-_TIMESTEP_DTYPES = {"reward": jnp.float32, "discount": jnp.float32} | dict.fromkeys(
+TIMESTEP_DTYPES = {"reward": jnp.float32, "discount": jnp.float32} | dict.fromkeys(
     ("is_first", "terminated", "truncated"), jnp.bool_
 )
+"""The dtype of each scalar field of a time step (`TimeStep.first` and `TimeStep.transition` cast to them)."""
 # jit and eager, or vmap and a loop, may round float32 differently (fused operations).
 _RTOL = _ATOL = 1e-5
 # How many reset keys, and steps of a chain from a reset, are compared.
@@ -190,10 +191,14 @@ def _env_name(env: AbstractEnv) -> str:
     return f"{type(env).__name__}({_env_name(inner)})" if isinstance(inner, AbstractEnv) else type(env).__name__
 
 
-def _fail(env: AbstractEnv, rule: str, *, expected: str, found: str, fix: str) -> NoReturn:
+def fail_check(
+    env: AbstractEnv, rule: str, *, expected: str, found: str, fix: str, check: str = "check_env"
+) -> NoReturn:
+    """Raises the `EnvCheckError` of `env` breaking `check`'s `rule`: what was expected, what
+    was found and how to fix it, one line each."""
     raise EnvCheckError(
         rule,
-        f"{_env_name(env)} breaks the check_env rule '{rule}'.\n"
+        f"{_env_name(env)} breaks the {check} rule '{rule}'.\n"
         f"  expected: {expected}\n  found:    {found}\n  fix:      {fix}",
     )
 
@@ -287,7 +292,7 @@ def _output_shapes(env: AbstractEnv, rule: str, what: str, given: str, fn: Calla
     try:
         output = jax.eval_shape(fn, *args)
     except Exception as error:
-        _fail(
+        fail_check(
             env,
             rule,
             expected=f"{what} to run (traced, under jax.eval_shape) given {given}",
@@ -296,17 +301,17 @@ def _output_shapes(env: AbstractEnv, rule: str, what: str, given: str, fn: Calla
             "or conversions (int, float, bool) of their values, and accept every element of action_space",
         )
     if not (isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], TimeStep)):
-        _fail(
+        fail_check(
             env,
             "timestep-types",
             expected=f"{what} to return a pair (state, TimeStep)",
             found=f"{type(output).__name__} {output}",
             fix="return the new state and a TimeStep (TimeStep.first on reset, TimeStep.transition on step)",
         )
-    for name, dtype in _TIMESTEP_DTYPES.items():
+    for name, dtype in TIMESTEP_DTYPES.items():
         field = getattr(output[1], name)
         if getattr(field, "dtype", None) != dtype or getattr(field, "shape", None) != ():
-            _fail(
+            fail_check(
                 env,
                 "timestep-types",
                 expected=f"the time step of {what} to have a {name} of dtype {jnp.dtype(dtype)} and shape ()",
@@ -344,7 +349,7 @@ def _check_types_and_stability(env: AbstractEnv, key: PRNGKeyArray) -> None:
     for step, (before, after) in enumerate(itertools.pairwise(outputs), start=1):
         mismatches = _carry_mismatches(_named(before), _named(after))
         if mismatches:
-            _fail(
+            fail_check(
                 env,
                 "stable-shapes-and-dtypes",
                 expected="the state and the time step to keep their tree structure, shapes and dtypes from "
@@ -450,7 +455,7 @@ def _check_timestep_values(env: AbstractEnv, run: _RandomRun) -> None:
         for name in ("is_first", "reward", "discount", "terminated", "truncated")
     )
     if not (first[0] and reward[0] == 0 and discount[0] == 1 and not terminated[0] and not truncated[0]):
-        _fail(
+        fail_check(
             env,
             "timestep-types",
             expected="reset to return TimeStep.first(observation): is_first True, reward 0, discount 1, "
@@ -460,7 +465,7 @@ def _check_timestep_values(env: AbstractEnv, run: _RandomRun) -> None:
             fix="return TimeStep.first(observation) from reset",
         )
     if (t := _first(terminated & truncated)) is not None:
-        _fail(
+        fail_check(
             env,
             "timestep-types",
             expected="terminated and truncated never both set",
@@ -469,7 +474,7 @@ def _check_timestep_values(env: AbstractEnv, run: _RandomRun) -> None:
             "(TimeStep.transition clears truncated when terminated)",
         )
     if (t := _first(discount != np.where(terminated, 0.0, 1.0))) is not None:
-        _fail(
+        fail_check(
             env,
             "timestep-types",
             expected="discount 0 when terminated and 1 otherwise",
@@ -478,7 +483,7 @@ def _check_timestep_values(env: AbstractEnv, run: _RandomRun) -> None:
             "which sets the discount from terminated",
         )
     if (t := _first(first[1:] & ~(terminated | truncated)[:-1])) is not None:
-        _fail(
+        fail_check(
             env,
             "timestep-types",
             expected="is_first False on every step that does not follow an episode's end",
@@ -490,7 +495,7 @@ def _check_timestep_values(env: AbstractEnv, run: _RandomRun) -> None:
 def _check_spaces(env: AbstractEnv, run: _RandomRun) -> None:
     """`observation-and-action-spaces` on the values of a random run."""
     if (t := _first(~np.asarray(run.action_in_space))) is not None:
-        _fail(
+        fail_check(
             env,
             "observation-and-action-spaces",
             expected=f"the actions sampled from action_space to lie in it ({_show_space(env.action_space)})",
@@ -498,7 +503,7 @@ def _check_spaces(env: AbstractEnv, run: _RandomRun) -> None:
             fix="make action_space.sample and action_space.contains agree (shape, dtype and bounds)",
         )
     if (t := _first(~np.asarray(run.observation_in_space))) is not None:
-        _fail(
+        fail_check(
             env,
             "observation-and-action-spaces",
             expected=f"every observation to lie in observation_space ({_show_space(env.observation_space)})",
@@ -516,7 +521,7 @@ def _check_legal_actions(env: AbstractEnv, run: _RandomRun, agent: AbstractAgent
         return
     action_space = env.action_space
     if not isinstance(action_space, Discrete):
-        _fail(
+        fail_check(
             env,
             "legal-actions",
             expected="observations with a legal-action mask to come with a Discrete action space",
@@ -525,7 +530,7 @@ def _check_legal_actions(env: AbstractEnv, run: _RandomRun, agent: AbstractAgent
         )
     mask = np.asarray(observation.action_mask)
     if mask.dtype != np.bool_ or mask.shape[1:] != (action_space.num_values,):
-        _fail(
+        fail_check(
             env,
             "legal-actions",
             expected=f"each action mask to be bool of shape ({action_space.num_values},), one flag per action",
@@ -534,7 +539,7 @@ def _check_legal_actions(env: AbstractEnv, run: _RandomRun, agent: AbstractAgent
         )
     ongoing = ~np.asarray(run.timesteps.is_last)
     if (t := _first(ongoing & ~mask.any(axis=1))) is not None:
-        _fail(
+        fail_check(
             env,
             "legal-actions",
             expected="at least one legal action on every step that does not end an episode",
@@ -546,7 +551,7 @@ def _check_legal_actions(env: AbstractEnv, run: _RandomRun, agent: AbstractAgent
     actions = np.asarray(run.actions)
     chosen_legal = mask[np.arange(actions.shape[0]), actions] | ~mask[:-1].any(axis=1)
     if (t := _first(~chosen_legal)) is not None:
-        _fail(
+        fail_check(
             env,
             "legal-actions",
             expected="the agent to choose only actions that the observation's mask allows",
@@ -566,7 +571,7 @@ def _check_auto_reset(env: AbstractEnv, run_env: AbstractEnv, run: _RandomRun) -
     )
     if (i := _first(~(is_first & (reward == 0) & (discount == 1)))) is not None:
         t = run.ends[i]
-        _fail(
+        fail_check(
             env,
             "auto-reset",
             expected=f"the step after the episode's end on step {t} to be a first step: is_first True, "
@@ -580,7 +585,7 @@ def _check_auto_reset(env: AbstractEnv, run_env: AbstractEnv, run: _RandomRun) -
         _, timestep = _JIT_STEP(run_env.env, *_at(t - 1, (run.states.env_state, run.actions, run.keys)))
         difference = _difference(_at(t, run.timesteps.observation), timestep.observation)
         if difference is not None:
-            _fail(
+            fail_check(
                 env,
                 "auto-reset",
                 expected=f"the episode's last time step (step {t}) to keep the observation of the wrapped "
@@ -621,7 +626,7 @@ def _check_same(
     for label, output, reference in zip(labels, outputs, references, strict=True):
         difference = _difference(_named(output), _named(reference), exact=exact, tolerance=tolerance)
         if difference is not None:
-            _fail(env, rule, found=f"{label}: {difference}", **text)
+            fail_check(env, rule, found=f"{label}: {difference}", **text)
 
 
 def _check_samples(env: AbstractEnv, key: PRNGKeyArray, tolerance: tuple[float, float]) -> None:
@@ -692,7 +697,7 @@ def _check_samples(env: AbstractEnv, key: PRNGKeyArray, tolerance: tuple[float, 
             for (path, leaf), (_, later) in zip(before, after, strict=False)
             if _describe(leaf) != _describe(later)
         }
-        _fail(
+        fail_check(
             env,
             "step-traces-once",
             expected=f"a jitted step to trace once for {_NUM_SAMPLES} calls whose arguments differ in value only",

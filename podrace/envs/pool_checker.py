@@ -14,7 +14,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 from .._types import TimeStep
 from ._base import AbstractPoolEnv
-from .checker import EnvCheckError
+from .checker import TIMESTEP_DTYPES, fail_check
 
 
 POOL_RULES = (
@@ -25,10 +25,6 @@ POOL_RULES = (
     "episode-boundaries",
 )
 """The names of `check_pool_env`'s rules, in the order of its documentation."""
-
-_DTYPES = {"reward": jnp.float32, "discount": jnp.float32} | dict.fromkeys(
-    ("is_first", "terminated", "truncated"), jnp.bool_
-)
 
 
 def check_pool_env(
@@ -125,7 +121,7 @@ def check_pool_env(
 
 
 def _fail(env: AbstractPoolEnv, rule: str, *, expected: str, found: str, fix: str) -> NoReturn:
-    raise EnvCheckError(rule, f"{type(env).__name__} breaks {rule}: expected {expected}, found {found}; {fix}.")
+    fail_check(env, rule, expected=expected, found=found, fix=fix, check="check_pool_env")
 
 
 def _layout(tree: Any) -> str:
@@ -134,7 +130,7 @@ def _layout(tree: Any) -> str:
 
 
 def _check_types(env: AbstractPoolEnv, timestep: TimeStep, num_envs: int, call: str) -> None:
-    for name, dtype in _DTYPES.items():
+    for name, dtype in TIMESTEP_DTYPES.items():
         leaf = getattr(timestep, name)
         if leaf.shape != (num_envs,) or leaf.dtype != dtype:
             _fail(
