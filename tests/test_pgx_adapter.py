@@ -190,3 +190,10 @@ def test_missing_pgx_raises_an_install_hint(monkeypatch):
     fresh = helpers.fresh_module_without(from_pgx.__name__, ("pgx",), monkeypatch)
     with pytest.raises(ImportError, match=re.escape("pip install 'podrace[pgx]'")):
         fresh.PgxEnv.make("tic_tac_toe")
+
+
+def test_two_devices_step_the_batch_as_one_device():
+    # Masked observations, split over two devices, train as one device's batch; normalised
+    # too, the masks outside the statistics that the devices merge.
+    helpers.assert_two_devices_train_as_one("pgx:tic_tac_toe")
+    helpers.assert_two_devices_train_as_one("pgx:tic_tac_toe", normalized=True)
