@@ -13,6 +13,7 @@ from . import (
     networks as networks,
     policies as policies,
     recipes as recipes,
+    search as search,
     video as video,
 )
 from ._types import (
@@ -34,6 +35,7 @@ from ._types import (
     PolicyStep as PolicyStep,
     QuantileQValues as QuantileQValues,
     QValues as QValues,
+    SearchStatistics as SearchStatistics,
     TanhGaussianParams as TanhGaussianParams,
     TimeStep as TimeStep,
     Trajectory as Trajectory,

@@ -728,11 +728,42 @@ class PolicyStep(eqx.Module):
     - `action`: the chosen action.
     - `log_prob`: its log-probability under the behaviour policy.
     - `entropy`: the entropy of the behaviour policy.
+    - `extras`: what else the agent reports about its choice, for its losses: a search
+        agent's [`podrace.SearchStatistics`][]; `None` (the default) for a policy over a
+        network's outputs.
     """
 
     action: Array
     log_prob: Float[Array, "*batch"]
     entropy: Float[Array, "*batch"]
+    extras: PyTree[Array] = None
+
+
+@final
+class SearchStatistics(eqx.Module):
+    """What a search reports about the step it chose: the targets of a search agent's
+    losses, carried in the trajectory next to the action (`PolicyStep.extras`, `[T, B, ...]`).
+
+    Reference: Silver et al., "A general reinforcement learning algorithm that masters
+    chess, shogi, and Go through self-play", Science 2018; Danihelka et al., "Policy
+    improvement by planning with Gumbel", ICLR 2022.
+
+    **Arguments:**
+
+    - `policy`: the search's policy at the root, mctx's `action_weights`: Gumbel MuZero's
+        improved policy, or MuZero's and AlphaZero's normalised visit counts (0 on illegal
+        actions).
+    - `value`: the root's value after the search, for the player to move.
+    - `visit_counts`: the root's visit count of each action.
+    - `discount`: the search's discount of the action taken: the agent's discount times
+        the model's (0 where the step ends the game), negated where the player to move
+        changes (mctx's discount of -1 between the players of a zero-sum game).
+    """
+
+    policy: Float[Array, "*batch num_actions"]
+    value: Float[Array, "*batch"]
+    visit_counts: Float[Array, "*batch num_actions"]
+    discount: Float[Array, "*batch"]
 
 
 @final

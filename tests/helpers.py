@@ -631,11 +631,13 @@ class LossCase:
     """A loss of the registry, with the network and actions it is tested with.
 
     Q-value losses get a Q-network; the others a policy head with a value, over
-    discrete actions or, if `continuous`, Gaussian actions of `ACTION_SIZE`.
+    discrete actions or, if `continuous`, Gaussian actions of `ACTION_SIZE`. A loss of
+    what a search found (`search`) gets trajectories with random `SearchStatistics`.
     """
 
     make: Callable[[], pr.losses.AbstractLoss]
     continuous: bool = False
+    search: bool = False
 
     def setup(self, seed: int, num_steps: int, batch_size: int) -> tuple[Any, Any, pr.Trajectory]:
         """The loss, a network for it and a random batch of trajectories `[T + 1, B]`."""
@@ -647,7 +649,10 @@ class LossCase:
         else:
             network = logit_network(key, with_value=True)
         action_size = ACTION_SIZE if self.continuous else None
-        return loss, network, random_trajectory(seed, num_steps, batch_size, action_size=action_size)
+        trajectory = random_trajectory(
+            seed, num_steps, batch_size, action_size=action_size, search_statistics=self.search
+        )
+        return loss, network, trajectory
 
 
 ACTION_SIZE = 2
@@ -673,6 +678,11 @@ LOSSES: dict[str, LossCase] = {
     "ppo-gaussian": LossCase(lambda: pr.losses.PPOLoss(discount=0.9, normalize_advantages=False), continuous=True),
     "vtrace": LossCase(lambda: pr.losses.VTraceLoss(discount=0.99, lambda_=0.9, rho_bar=2.0, c_bar=0.5)),
     "vtrace-gaussian": LossCase(lambda: pr.losses.VTraceLoss(discount=0.9), continuous=True),
+    # AlphaZero: Monte Carlo value targets over the rollout, and TD(lambda) after 2 steps.
+    "alphazero": LossCase(pr.losses.AlphaZeroLoss, search=True),
+    "alphazero-two-step-lambda": LossCase(
+        lambda: pr.losses.AlphaZeroLoss(n_step=2, lambda_=0.8, value_coefficient=0.5), search=True
+    ),
 }
 
 
@@ -687,6 +697,7 @@ def random_trajectory(
     episode_end_probability: float = 0.25,
     previous_action_reward: bool = False,
     carry: Any = (),
+    search_statistics: bool = False,
 ) -> pr.Trajectory:
     """A trajectory `[T + 1]` (or a batch `[T + 1, B]`) with a valid episode structure.
 
@@ -694,7 +705,10 @@ def random_trajectory(
     step is a first step with reward 0 and discount 1. Actions are indices below
     `num_actions`, or standard normal vectors of `action_size` if that is given. With
     `previous_action_reward`, observations are `ObservationActionReward`s as
-    `PreviousActionReward` makes them. `carry` is the trajectory's initial carry.
+    `PreviousActionReward` makes them. `carry` is the trajectory's initial carry. With
+    `search_statistics`, the policy steps' extras are random `SearchStatistics` (search
+    policies, values, visit counts of 8 simulations and discounts of 0.9 or -0.9, as
+    between the players of a game).
     """
     rng = np.random.default_rng(seed)
     batch = () if batch_size is None else (batch_size,)
@@ -747,7 +761,26 @@ def random_trajectory(
             jnp.zeros((num_steps, *batch), jnp.float32),
         ),
     )
+    if search_statistics:
+        statistics = random_search_statistics(rng, (num_steps, *batch), num_actions)
+        policy_step = pr.PolicyStep(policy_step.action, policy_step.log_prob, policy_step.entropy, statistics)
     return pr.Trajectory(timestep, policy_step, carry)
+
+
+def random_search_statistics(
+    rng: np.random.Generator, batch: tuple[int, ...], num_actions: int, num_simulations: int = 8
+) -> pr.SearchStatistics:
+    """What a search of `num_simulations` might report, for each of a batch of steps."""
+    visits = rng.multinomial(num_simulations, np.full(num_actions, 1 / num_actions), size=batch).astype(np.float32)
+    logits = rng.normal(size=(*batch, num_actions))
+    policy = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
+    discount = np.where(rng.random(batch) < 0.5, 0.9, -0.9)
+    return pr.SearchStatistics(
+        policy=jnp.asarray(policy, jnp.float32),
+        value=jnp.asarray(rng.normal(size=batch), jnp.float32),
+        visit_counts=jnp.asarray(visits),
+        discount=jnp.asarray(discount, jnp.float32),
+    )
 
 
 # --------------------------------------------------------------------------------------

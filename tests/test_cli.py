@@ -54,6 +54,9 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
     elif not continuous and isinstance(run.config, configs.TD3Config):
         with pytest.raises(ValueError, match="learns continuous actions"):
             run.make()
+    elif continuous and isinstance(run.config, configs.AlphaZeroConfig):
+        with pytest.raises(ValueError, match="searches over discrete actions"):
+            run.make()
     else:
         pipeline, _ = run.make()
         assert pipeline.learner.initial_agent().network.output_type is not None

@@ -3,6 +3,7 @@ with its help text, and building the run's learner, evaluation policy and pipeli
 registry of them by algorithm and podrace's tuned defaults."""
 
 from .actor_critic import AbstractActorCriticConfig as AbstractActorCriticConfig
+from .alphazero import AlphaZeroConfig as AlphaZeroConfig
 from .base import AbstractConfig as AbstractConfig, observation_shape as observation_shape, settings_of as settings_of
 from .dqn import DQNConfig as DQNConfig
 from .on_policy import OnPolicyConfig as OnPolicyConfig

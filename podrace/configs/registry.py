@@ -12,6 +12,7 @@ from typing import Any, final
 
 from .._validation import unknown_name
 from ..recipes import CLEANRL_C51, CLEANRL_DQN, CLEANRL_PQN, CleanRLC51, CleanRLDQN
+from .alphazero import AlphaZeroConfig
 from .base import AbstractConfig, settings_of
 from .dqn import DQNConfig
 from .on_policy import OnPolicyConfig
@@ -28,6 +29,7 @@ FAMILIES: tuple[type[AbstractConfig], ...] = (
     DQNConfig,
     TD3Config,
     SACConfig,
+    AlphaZeroConfig,
 )
 """Every configuration family, in the order the command line lists them."""
 
@@ -182,6 +184,25 @@ TUNED: dict[tuple[str, str], Tuned] = {
         batch_size=64,
         min_replay_size=1_000,
         target_update_period=100,
+    ),
+    # AlphaZero with a Gumbel MuZero search of 8 simulations, the environment as its model.
+    # The search agent reached 0.99 on seeds 0-29; the bar is its prior network's, played
+    # by its mode without a search (28 of seeds 0-29 at 1.0, two at 0.76). With 16
+    # simulations, or one gradient step per update, the prior lagged (half the seeds).
+    ("catch", "alphazero"): _tuned(
+        "alphazero",
+        0.9,
+        hidden=(64,),
+        activation="relu",
+        num_envs=32,
+        rollout_length=16,
+        num_updates=400,
+        updates_per_call=50,
+        learning_rate=1e-3,
+        max_grad_norm=None,
+        num_simulations=8,
+        num_epochs=4,
+        num_minibatches=2,
     ),
     ("cartpole", "ppo"): _tuned(
         "ppo",

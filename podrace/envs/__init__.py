@@ -4,6 +4,7 @@ from ._base import (
     AbstractEnv as AbstractEnv,
     AbstractPoolEnv as AbstractPoolEnv,
     AbstractRenderableEnv as AbstractRenderableEnv,
+    AbstractTurnBasedEnv as AbstractTurnBasedEnv,
     render as render,
 )
 from .cartpole import CartPole as CartPole, CartPoleState as CartPoleState, cartpole_v1 as cartpole_v1
@@ -47,6 +48,7 @@ __all__ = [
     "AbstractEnv",
     "AbstractPoolEnv",
     "AbstractRenderableEnv",
+    "AbstractTurnBasedEnv",
     "render",
     "BraxEnv",
     "brax_env",

@@ -2,7 +2,7 @@ import abc
 from typing import Generic, TypeVar
 
 import equinox as eqx
-from jaxtyping import Array, PRNGKeyArray, UInt8
+from jaxtyping import Array, Int, PRNGKeyArray, UInt8
 
 from .._types import AbstractSpace, TimeStep
 
@@ -88,6 +88,35 @@ class AbstractRenderableEnv(AbstractEnv[StateT], Generic[StateT]):
         **Returns:**
 
         The picture, `uint8` of shape `(height, width, 3)`.
+        """
+
+
+class AbstractTurnBasedEnv(AbstractEnv[StateT]):
+    """An environment of players who take turns (a board game), where one learner acts for
+    every player (self-play): each time step shows the player to move, and the reward after
+    a step is that of the player who moved.
+
+    A subclass implements `current_player` beside what defines every
+    [`podrace.envs.AbstractEnv`][]. A search that steps the environment as its model
+    ([`podrace.search.AlphaZeroAgent`][]) reads it to negate values where the player to
+    move changes, as in two-player zero-sum games one player's return is minus the
+    other's (mctx's discount of -1 between players). [`podrace.envs.PgxEnv`][] is one.
+
+    Reference: Silver et al., "Mastering the game of Go without human knowledge",
+    Nature 2017 (self-play, one network for both players).
+    """
+
+    @abc.abstractmethod
+    def current_player(self, state: StateT) -> Int[Array, ""]:
+        """The player to move in `state` (its id, e.g. 0 or 1).
+
+        **Arguments:**
+
+        - `state`: one (unbatched) state.
+
+        **Returns:**
+
+        The player's id, an `int32` scalar.
         """
 
 

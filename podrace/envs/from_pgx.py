@@ -7,11 +7,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PRNGKeyArray
+from jaxtyping import Array, Int, PRNGKeyArray
 
 from .._types import Box, Discrete, MaskedObservation, MaskedObservationSpace, TimeStep
 from .._validation import unknown_name
-from ._base import AbstractEnv
+from ._base import AbstractTurnBasedEnv
 from ._packages import ByIdentity, default_numpy_rules, import_package, strongly_typed
 
 
@@ -25,7 +25,7 @@ def pgx_ids() -> list[str]:
 
 
 @final
-class PgxEnv(AbstractEnv[Any]):
+class PgxEnv(AbstractTurnBasedEnv[Any]):
     """A Pgx game as a podrace environment: one learner plays every side (self-play).
 
     The state is Pgx's own state; `reset` is Pgx's `init` and `step` Pgx's `step`, given
@@ -51,7 +51,8 @@ class PgxEnv(AbstractEnv[Any]):
     player's return is minus the opponent's: a self-play learner that bootstraps across
     a change of player negates the next position's value (mctx's `discount = -1`), and
     reads from Pgx's `state.current_player` whether the player changed (in backgammon
-    a player may move several times in a row).
+    a player may move several times in a row): `current_player(state)`, as a
+    [`podrace.envs.AbstractTurnBasedEnv`][] says it.
 
     **Terminated or truncated.** Pgx's `terminated` (the game is over: a win, a draw or
     an illegal move) is `terminated`, with discount 0; Pgx's `truncated` is `truncated`,
@@ -126,6 +127,20 @@ class PgxEnv(AbstractEnv[Any]):
         with default_numpy_rules():
             state = strongly_typed(self.env.init(key))
         return state, TimeStep.first(_observation(state))
+
+    def current_player(self, state: Any) -> Int[Array, ""]:
+        """Pgx's `state.current_player`: the player to move (after the game ends, the one
+        who would move next).
+
+        **Arguments:**
+
+        - `state`: one Pgx state.
+
+        **Returns:**
+
+        The player's id, an `int32` scalar.
+        """
+        return jnp.asarray(state.current_player, jnp.int32)
 
     def step(self, state: Any, action: Array, key: PRNGKeyArray) -> tuple[Any, TimeStep]:
         mover = state.current_player

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, Key, PRNGKeyArray, PyTree
 
-from .._types import TimeStep, Trajectory
+from .._types import PolicyStep, TimeStep, Trajectory
 from .._validation import check_positive_int
 from ..agent import AbstractAgent
 from ..compilation import compiled_once
@@ -31,6 +31,7 @@ from ..learners.replay import AbstractReplayLearner
 from ..loggers import summarize
 from ..networks import AbstractNetwork, split_action_mask
 from ..results import EvaluationResult, TrainMetrics
+from ..search import AbstractEnvModelAgent
 from .evaluation import Evaluation
 from .normalization import NormalizationState, RunningNormalization
 from .pipeline import AbstractPipeline, AbstractTrainResult, check_member
@@ -143,14 +144,27 @@ def rollout(
             return envs.timestep
         return eqx.tree_at(lambda t: t.observation, envs.timestep, envs.raw_observation)
 
-    act = jax.vmap(agent)
     step_envs = env.step_batch
     reset_carry = jax.vmap(agent.reset_carry)
+    if isinstance(agent, AbstractEnvModelAgent):
+        # The agent plans with the environment itself: it reads each environment's state
+        # and steps copies of it without the automatic reset.
+        plan = jax.vmap(
+            lambda state, timestep, carry, key: agent.act_in(env.env, state.env_state, timestep, carry, key)
+        )
+
+        def act(envs: EnvBatch, carry: PyTree[Array], keys: Key[Array, " batch"]) -> tuple[PolicyStep, PyTree[Array]]:
+            return plan(envs.env_state, envs.timestep, carry, keys)
+    else:
+        act_on_observations = jax.vmap(agent)
+
+        def act(envs: EnvBatch, carry: PyTree[Array], keys: Key[Array, " batch"]) -> tuple[PolicyStep, PyTree[Array]]:
+            return act_on_observations(envs.timestep.observation, carry, keys)
 
     def step(envs: EnvBatch, _):
         keys = jax.vmap(lambda key: jax.random.split(key, 3))(envs.key)
         carry = reset_carry(envs.carry, envs.timestep.is_first)
-        policy_step, carry = act(envs.timestep.observation, carry, keys[:, 1])
+        policy_step, carry = act(envs, carry, keys[:, 1])
         env_state, timestep = step_envs(envs.env_state, policy_step.action, keys[:, 2])
         episode_return = jnp.where(timestep.is_first, 0.0, envs.episode_return + timestep.reward)
         ended_return = jnp.where(timestep.is_last, episode_return, 0.0)
@@ -227,6 +241,37 @@ def init_state(
     if envs.raw_observation is not None:
         timestep = eqx.tree_at(lambda t: t.observation, timestep, envs.raw_observation)
     return AnakinState(learner.init(learner_key, timestep), envs)
+
+
+def check_env_model(agent: AbstractAgent, env: AbstractEnv, normalization: RunningNormalization | None) -> None:
+    """Raises `ValueError`, naming the parts and the fix, when `agent` plans with the
+    environment as its model ([`podrace.search.AbstractEnvModelAgent`][]) and `env` cannot
+    be one: a pool of environments outside JAX, whose states cannot be copied and stepped,
+    or normalised observations, which the model's steps would not be.
+
+    Reference: Silver et al., "A general reinforcement learning algorithm that masters
+    chess, shogi, and Go through self-play", Science 2018 (the game's rules as the model).
+
+    **Arguments:**
+
+    - `agent`: the learner's agent.
+    - `env`: the environment without its automatic reset.
+    - `normalization`: the pipeline's running normalisation, if any.
+    """
+    if not isinstance(agent, AbstractEnvModelAgent):
+        return
+    name = type(agent).__name__
+    if isinstance(env, AbstractPoolEnv):
+        raise ValueError(
+            f"Anakin: {name} plans by stepping copies of the environment's state, but {type(env).__name__} is a "
+            "pool of environments outside JAX whose states cannot be copied: use a JAX environment."
+        )
+    if normalization is not None and normalization.observations:
+        raise ValueError(
+            f"Anakin: {name} evaluates the observations its search reaches in the environment, which are not "
+            "normalised: build the pipeline without observation normalisation "
+            "(RunningNormalization(observations=False))."
+        )
 
 
 def observation_shape(env: AbstractEnv) -> tuple[int, ...]:
@@ -388,6 +433,7 @@ class Anakin(AbstractPipeline[AnakinState]):
             as_float = functools.partial(map_observation, lambda x: x.astype(jnp.float32))
             observation = jax.eval_shape(as_float, observation)
         learner.check_fits(env.action_space, observation, num_envs=num_envs, env_name=type(env).__name__)
+        check_env_model(learner.initial_agent(), pool, normalization)
         self.env = env if isinstance(env, AutoReset) else AutoReset(env)
         self.learner = learner
         self.num_envs = num_envs

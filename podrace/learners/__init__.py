@@ -14,6 +14,7 @@ from .actor_critic import (
     AbstractActorCriticLearner as AbstractActorCriticLearner,
     AbstractActorCriticState as AbstractActorCriticState,
 )
+from .alphazero import AlphaZeroLearner as AlphaZeroLearner
 from .discrete_sac import DiscreteSACLearner as DiscreteSACLearner
 from .dqn import DQNLearner as DQNLearner, DQNState as DQNState
 from .learner import (
@@ -49,6 +50,7 @@ __all__ = [
     "AbstractReplayLearner",
     "AbstractReplayState",
     "AbstractSoftActorCriticLearner",
+    "AlphaZeroLearner",
     "apply_gradients",
     "as_transitions",
     "check_agent_fits",

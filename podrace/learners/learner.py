@@ -431,42 +431,92 @@ class Learner(AbstractGradientLearner[LearnerState]):
                 f"({num_envs} environments x {num_steps} steps); pick num_envs or rollout_length accordingly."
             )
 
-        def step(carry, minibatch: tuple[Trajectory, PyTree[Array]]):
-            params, opt_state = carry
-            batch, targets = minibatch
-            params, opt_state, metrics = gradient_step(
-                self.optimizer,
-                params,
-                opt_state,
-                lambda params: self.loss(
-                    Agent(self.network_with(params), self.policy), batch, targets=targets, axis_name=axis_name
-                ),
-                axis_name=axis_name,
-                check_nans=self.check_nans,
-            )
-            return (params, opt_state), metrics
+        return on_policy_update(
+            self.optimizer,
+            state,
+            trajectory,
+            lambda params, batch, targets: self.loss(
+                Agent(self.network_with(params), self.policy), batch, targets=targets, axis_name=axis_name
+            ),
+            lambda: self.loss.targets(self.agent(state), trajectory),
+            num_epochs=self.num_epochs,
+            num_minibatches=self.num_minibatches,
+            minibatches_of=self.minibatches_of,
+            axis_name=axis_name,
+            check_nans=self.check_nans,
+        )
 
-        if self.num_epochs == 1 and self.num_minibatches == 1:
-            # The one step has the parameters the update starts from: the loss computes its targets itself.
-            key = state.key
-            (params, opt_state), metrics = step((state.params, state.opt_state), (trajectory, None))
-        else:
-            key, shuffle_key = jax.random.split(state.key)
-            targets = self.loss.targets(self.agent(state), trajectory)
-            if self.minibatches_of == "transitions":
-                trajectory, targets = as_transitions(trajectory, targets)
-            minibatches = jax.vmap(
-                lambda key: shuffled_minibatches(
-                    trajectory, self.num_minibatches, key, axis_name=axis_name, targets=targets
-                )
-            )(jax.random.split(shuffle_key, self.num_epochs))
-            # Epochs and minibatches in one scan: [num_epochs * num_minibatches, ...].
-            minibatches = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatches)
-            (params, opt_state), metrics = jax.lax.scan(step, (state.params, state.opt_state), minibatches)
-            metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
-        num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
-        num_transitions = state.num_transitions + num_steps * num_envs * num_devices
-        return LearnerState(params, opt_state, state.num_updates + 1, num_transitions, key), metrics
+
+def on_policy_update(
+    optimizer: optax.GradientTransformation,
+    state: LearnerState,
+    trajectory: Trajectory,
+    objective: Callable[[PyTree[Array], Trajectory, PyTree[Array]], tuple[Float[Array, ""], LossTerms]],
+    targets: Callable[[], PyTree[Array]],
+    *,
+    num_epochs: int,
+    num_minibatches: int,
+    minibatches_of: Literal["trajectories", "transitions"] = "trajectories",
+    axis_name: str | None,
+    check_nans: bool,
+) -> tuple[LearnerState, UpdateMetrics]:
+    """One on-policy update: `num_epochs` passes over the rollout `trajectory`, each split
+    into `num_minibatches` shuffled minibatches, one gradient step of `objective` per
+    minibatch (as [`podrace.Learner`][] takes them).
+
+    **Arguments:**
+
+    - `optimizer`: the optax optimiser of `state`.
+    - `state`: the learner state the update starts from.
+    - `trajectory`: the rollout `[T + 1, B]` (this device's share).
+    - `objective`: `objective(params, minibatch, targets) -> (loss, terms)`.
+    - `targets`: computes the loss's targets on the whole rollout, with the parameters the
+        update starts from (called only with several minibatches or epochs; with one, the
+        loss computes them itself from `None`).
+    - `num_epochs`, `num_minibatches`, `minibatches_of`: as [`podrace.Learner`][]'s.
+    - `axis_name`: the device axis the batch is split over, if any.
+    - `check_nans`: whether a non-finite loss term raises an error naming it.
+
+    **Returns:**
+
+    The next state and the update's metrics (means over its gradient steps).
+    """
+    num_steps, num_envs = trajectory.policy_step.action.shape[:2]
+
+    def step(carry, minibatch: tuple[Trajectory, PyTree[Array]]):
+        params, opt_state = carry
+        batch, batch_targets = minibatch
+        params, opt_state, metrics = gradient_step(
+            optimizer,
+            params,
+            opt_state,
+            lambda params: objective(params, batch, batch_targets),
+            axis_name=axis_name,
+            check_nans=check_nans,
+        )
+        return (params, opt_state), metrics
+
+    if num_epochs == 1 and num_minibatches == 1:
+        # The one step has the parameters the update starts from: the loss computes its targets itself.
+        key = state.key
+        (params, opt_state), metrics = step((state.params, state.opt_state), (trajectory, None))
+    else:
+        key, shuffle_key = jax.random.split(state.key)
+        rollout_targets = targets()
+        if minibatches_of == "transitions":
+            trajectory, rollout_targets = as_transitions(trajectory, rollout_targets)
+        minibatches = jax.vmap(
+            lambda key: shuffled_minibatches(
+                trajectory, num_minibatches, key, axis_name=axis_name, targets=rollout_targets
+            )
+        )(jax.random.split(shuffle_key, num_epochs))
+        # Epochs and minibatches in one scan: [num_epochs * num_minibatches, ...].
+        minibatches = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatches)
+        (params, opt_state), metrics = jax.lax.scan(step, (state.params, state.opt_state), minibatches)
+        metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+    num_devices = 1 if axis_name is None else jax.lax.psum(1, axis_name)
+    num_transitions = state.num_transitions + num_steps * num_envs * num_devices
+    return LearnerState(params, opt_state, state.num_updates + 1, num_transitions, key), metrics
 
 
 def as_transitions(

@@ -10,6 +10,7 @@ from .actor_critic_base import (
     Transitions as Transitions,
     one_step_transitions as one_step_transitions,
 )
+from .alphazero import AlphaZeroLoss as AlphaZeroLoss
 from .base import (
     AbstractLoss as AbstractLoss,
     AbstractQLoss as AbstractQLoss,
@@ -54,6 +55,8 @@ from .sac import (
     SACCriticLoss as SACCriticLoss,
     tanh_gaussian_actions as tanh_gaussian_actions,
 )
+from .search_policy import search_policy_cross_entropy as search_policy_cross_entropy
+from .search_value import categorical_value_loss as categorical_value_loss, scalar_value_loss as scalar_value_loss
 from .td3 import TD3CriticLoss as TD3CriticLoss, critic_regression_loss as critic_regression_loss
 from .td_lambda_q import TDLambdaQLoss as TDLambdaQLoss
 from .temperature import TemperatureLoss as TemperatureLoss
@@ -69,6 +72,12 @@ from .value_learning import (
     q_learning as q_learning,
     td_lambda as td_lambda,
     varying_like as varying_like,
+)
+from .value_transforms import (
+    categorical_expectation as categorical_expectation,
+    signed_hyperbolic as signed_hyperbolic,
+    signed_parabolic as signed_parabolic,
+    two_hot as two_hot,
 )
 
 
@@ -86,6 +95,7 @@ __all__ = [
     "CategoricalQLoss",
     "QuantileQLoss",
     "VTraceLoss",
+    "AlphaZeroLoss",
     "AbstractDeterministicCriticLoss",
     "AbstractDeterministicActorLoss",
     "AbstractSoftCriticLoss",
@@ -133,4 +143,11 @@ __all__ = [
     "ppo_clipped_surrogate",
     "vtrace",
     "varying_like",
+    "search_policy_cross_entropy",
+    "scalar_value_loss",
+    "categorical_value_loss",
+    "signed_hyperbolic",
+    "signed_parabolic",
+    "two_hot",
+    "categorical_expectation",
 ]

@@ -1,0 +1,217 @@
+"""AlphaZero's agent: mctx's search with the environment's own `step` as the model and a
+network of a prior policy and a value."""
+
+from typing import Any, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
+
+from .._types import PolicyLogits, PolicyStep, SearchStatistics, TimeStep, legal_actions
+from .._validation import as_float_array, check_in_unit_interval
+from ..agent import Agent
+from ..envs import AbstractEnv, AbstractTurnBasedEnv, AbstractWrapper
+from ..networks import AbstractNetwork, split_action_mask
+from ..policies import Categorical
+from ._base import AbstractEnvModelAgent
+from ._mctx import import_mctx
+from .operators import AbstractSearchOperator, GumbelMuZeroSearch
+
+
+@final
+class ModelNode(eqx.Module):
+    """A node of the search over an environment: its state, and whether an episode has
+    ended on the way to it (then it is absorbing: no more rewards, never stepped again).
+    mctx's `embedding` of the node, one per root under the search's batch axis.
+
+    Reference: mctx, https://github.com/google-deepmind/mctx (`RootFnOutput.embedding`);
+    Pgx's AlphaZero example (terminal states with value 0, as in Koyamada et al., "Pgx",
+    NeurIPS 2023).
+
+    **Arguments:**
+
+    - `state`: the environment's state.
+    - `absorbing`: whether the episode ended at this state or before it.
+    """
+
+    state: PyTree[Array]
+    absorbing: Bool[Array, "*batch"]
+
+
+@final
+class AlphaZeroAgent(AbstractEnvModelAgent):
+    """AlphaZero: acts by mctx's search from the environment's state, with the
+    environment's own `step` as the model and a network giving the prior policy and the
+    value of each state it reaches.
+
+    The root is the network's output on the current observation; each simulation steps a
+    copy of the environment (without an automatic reset) and evaluates the network on the
+    observation reached. In mctx's terms, the step from a node gives:
+
+    - `reward`: the environment's reward (in a [`podrace.envs.AbstractTurnBasedEnv`][]
+        such as [`podrace.envs.PgxEnv`][], that of the player who moved);
+    - `discount`: `discount` times the environment's (0 where the game ends), negated
+        where the player to move changes (`current_player` of a turn-based environment):
+        with each value that of its own player to move, `-1` between the two players of a
+        zero-sum game backs a value up as minus the opponent's;
+    - `prior_logits`, `value`: the network's, on the observation reached (value 0 where
+        the episode terminated); past an episode's end a node is absorbing (reward 0,
+        discount 0) and the environment is not stepped.
+
+    Legal-action masks: where observations are [`podrace.MaskedObservation`][]s, the
+    illegal actions are mctx's `invalid_actions` at the root, and the network's masked
+    logits (the lowest float) keep them out of the tree below it. The policy step's
+    `extras` is the search's [`podrace.SearchStatistics`][]; its `log_prob` and `entropy`
+    are those of the search's policy.
+
+    Reference: Silver et al., "A general reinforcement learning algorithm that masters
+    chess, shogi, and Go through self-play", Science 2018; Danihelka et al., "Policy
+    improvement by planning with Gumbel", ICLR 2022; mctx,
+    https://github.com/google-deepmind/mctx.
+
+    **Arguments:**
+
+    - `network`: a feed-forward network emitting [`podrace.PolicyLogits`][] with a value
+        (an MLP torso and `PolicyLogitHead(..., with_value=True)`).
+    - `search`: mctx's policy-improvement operator, [`podrace.search.GumbelMuZeroSearch`][]
+        (the default) or [`podrace.search.MuZeroSearch`][].
+    - `discount`: the discount of the search's returns, in [0, 1].
+    """
+
+    network: AbstractNetwork
+    search: AbstractSearchOperator = eqx.field(default_factory=GumbelMuZeroSearch)
+    discount: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+
+    def __check_init__(self):
+        check_in_unit_interval("AlphaZeroAgent", "discount", self.discount)
+        if not issubclass(self.network.output_type, PolicyLogits):
+            raise ValueError(
+                f"AlphaZeroAgent searches with a prior policy over discrete actions, but the network emits "
+                f"{self.network.output_type.__name__}: give it a PolicyLogitHead(..., with_value=True)."
+            )
+        if jax.tree.leaves(self.network.initial_carry()) or self.network.reads_previous_action_reward:
+            raise ValueError(
+                "AlphaZeroAgent evaluates the states its search reaches one by one, with no recurrent state and "
+                "no previous action and reward: give it a feed-forward network (FeedForwardNetwork, or "
+                "ActorCriticNetwork) on the observations alone."
+            )
+
+    def initial_carry(self) -> tuple[()]:
+        return ()
+
+    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
+        del is_first
+        return carry
+
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        return False
+
+    def prior(self) -> Agent:
+        """The network and the categorical policy of its logits: what the losses
+        differentiate (and what acts without a search).
+
+        **Returns:**
+
+        `Agent(network, Categorical())`.
+        """
+        return Agent(self.network, Categorical())
+
+    def act_in(
+        self,
+        env: AbstractEnv,
+        env_state: PyTree[Array],
+        timestep: TimeStep,
+        carry: PyTree[Array],
+        key: PRNGKeyArray,
+    ) -> tuple[PolicyStep, PyTree[Array]]:
+        mctx = import_mctx("AlphaZeroAgent")
+        check_players_visible(env)
+        output = self._evaluate(timestep.observation)
+        if output.value is None:
+            raise ValueError(
+                "AlphaZeroAgent needs the network's value of each state: build its head with with_value=True."
+            )
+        num_actions = output.logits.shape[-1]
+        _, mask = split_action_mask(timestep.observation)
+        legal = jnp.ones(num_actions, bool) if mask is None else legal_actions(mask)
+        root = mctx.RootFnOutput(
+            prior_logits=output.logits[None],
+            value=output.value[None],
+            embedding=jax.tree.map(lambda x: x[None], ModelNode(env_state, timestep.is_last)),
+        )
+
+        def recurrent_fn(params: None, key: PRNGKeyArray, action: Array, node: ModelNode) -> tuple[Any, ModelNode]:
+            del params
+            keys = jax.random.split(key, action.shape[0])
+            return jax.vmap(lambda node, action, key: self._model_step(mctx, env, node, action, key))(
+                node, action, keys
+            )
+
+        found = self.search(root, recurrent_fn, ~legal[None], key)
+        tree = found.search_tree
+        summary = tree.summary()
+        action = found.action[0].astype(jnp.int32)
+        policy = found.action_weights[0]
+        statistics = SearchStatistics(
+            policy=policy,
+            value=summary.value[0],
+            visit_counts=summary.visit_counts[0],
+            discount=tree.children_discounts[0, tree.ROOT_INDEX, action],
+        )
+        log_policy = jnp.log(jnp.maximum(policy, jnp.finfo(policy.dtype).tiny))
+        log_prob = log_policy[action]
+        entropy = -jnp.sum(jnp.where(policy > 0, policy * log_policy, 0.0))
+        return PolicyStep(action, log_prob, entropy, statistics), carry
+
+    def _evaluate(self, observation: PyTree[Array]) -> PolicyLogits:
+        output, _ = self.network(observation, self.network.initial_carry())
+        return output
+
+    def _model_step(
+        self, mctx: Any, env: AbstractEnv, node: ModelNode, action: Array, key: PRNGKeyArray
+    ) -> tuple[Any, ModelNode]:
+        """mctx's recurrent function for one node: the environment's step and the network's
+        evaluation of the state reached."""
+        state, timestep = env.step(node.state, action, key)
+        if isinstance(env, AbstractTurnBasedEnv):
+            same_player = env.current_player(state) == env.current_player(node.state)
+            sign = jnp.where(same_player, 1.0, -1.0)
+        else:
+            sign = jnp.ones((), jnp.float32)
+        output = self._evaluate(timestep.observation)
+        assert output.value is not None
+        absorbing = node.absorbing | timestep.is_last
+        state = jax.tree.map(lambda old, new: jnp.where(node.absorbing, old, new), node.state, state)
+        step = mctx.RecurrentFnOutput(
+            reward=jnp.where(node.absorbing, 0.0, timestep.reward).astype(jnp.float32),
+            discount=jnp.where(node.absorbing, 0.0, self.discount * timestep.discount * sign),
+            prior_logits=output.logits,
+            value=jnp.where(node.absorbing | timestep.terminated, 0.0, output.value),
+        )
+        return step, ModelNode(state, absorbing)
+
+
+def check_players_visible(env: AbstractEnv) -> None:
+    """Raises `ValueError` when a wrapper hides whose turn it is: `env` is not a
+    [`podrace.envs.AbstractTurnBasedEnv`][] but wraps one (a `TimeLimit` around a
+    [`podrace.envs.PgxEnv`][]), so a search over it would back the opponent's values up
+    as its own instead of negating them.
+
+    Reference: Silver et al., "Mastering the game of Go without human knowledge", Nature
+    2017 (one network valuing positions for the player to move).
+
+    **Arguments:**
+
+    - `env`: the environment a search steps.
+    """
+    inner = env
+    while not isinstance(inner, AbstractTurnBasedEnv) and isinstance(inner, AbstractWrapper):
+        inner = inner.env
+        if isinstance(inner, AbstractTurnBasedEnv):
+            raise ValueError(
+                f"AlphaZeroAgent negates values where the player to move changes, reading current_player of a "
+                f"turn-based environment, but {type(env).__name__} hides {type(inner).__name__}'s: search in the "
+                f"{type(inner).__name__} itself (a game's own end instead of a time limit)."
+            )

@@ -1,0 +1,155 @@
+"""mctx's policy-improvement operators: a search from a root, over a model given as a
+recurrent function, that proposes an action and an improved policy."""
+
+import abc
+from collections.abc import Callable
+from typing import Any, final
+
+import equinox as eqx
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
+
+from .._validation import as_float_array, check_in_unit_interval, check_non_negative, check_positive, check_positive_int
+from ..envs._packages import default_numpy_rules
+from ._mctx import import_mctx
+
+
+class AbstractSearchOperator(eqx.Module):
+    """One of mctx's policy-improvement operators, with its settings.
+
+    Its sizes (the number of simulations) are static; its coefficients are array leaves,
+    which a population can `vmap` over.
+
+    Reference: mctx, https://github.com/google-deepmind/mctx (`muzero_policy`,
+    `gumbel_muzero_policy`); Danihelka et al., "Policy improvement by planning with
+    Gumbel", ICLR 2022.
+    """
+
+    num_simulations: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def __call__(
+        self,
+        root: Any,
+        recurrent_fn: Callable[..., Any],
+        invalid_actions: Bool[Array, "batch num_actions"],
+        key: PRNGKeyArray,
+    ) -> Any:
+        """Searches from a batch of roots.
+
+        **Arguments:**
+
+        - `root`: mctx's `RootFnOutput` (prior logits, value and model state of each root).
+        - `recurrent_fn`: the model, mctx's `(params, key, action, embedding) ->
+            (RecurrentFnOutput, embedding)`; its `params` are `None`.
+        - `invalid_actions`: `True` for each action that may not be chosen at a root.
+        - `key`: the randomness of the search.
+
+        **Returns:**
+
+        mctx's `PolicyOutput`: the proposed actions, the improved policies
+        (`action_weights`) and the search trees.
+        """
+
+
+@final
+class GumbelMuZeroSearch(AbstractSearchOperator):
+    """Gumbel MuZero's search (mctx's `gumbel_muzero_policy`): sequential halving with
+    Gumbel noise over the root's actions, and the improved policy
+    `softmax(logits + sigma(completed Q))`. It improves the policy even with few
+    simulations (2 or more), where PUCT's visit counts do not: the default for small
+    budgets.
+
+    Reference: Danihelka et al., "Policy improvement by planning with Gumbel", ICLR 2022.
+
+    **Arguments:**
+
+    - `num_simulations`: simulations per search.
+    - `max_num_considered_actions`: the most actions sequential halving starts from.
+    - `gumbel_scale`: the scale of the Gumbel noise of the root's choice (0 acts greedily,
+        as when evaluating).
+    """
+
+    num_simulations: int = eqx.field(static=True, default=16)
+    max_num_considered_actions: int = eqx.field(static=True, default=16, kw_only=True)
+    gumbel_scale: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+
+    def __check_init__(self):
+        check_positive_int("GumbelMuZeroSearch", "num_simulations", self.num_simulations)
+        check_positive_int("GumbelMuZeroSearch", "max_num_considered_actions", self.max_num_considered_actions)
+        check_non_negative("GumbelMuZeroSearch", "gumbel_scale", self.gumbel_scale)
+
+    def __call__(
+        self,
+        root: Any,
+        recurrent_fn: Callable[..., Any],
+        invalid_actions: Bool[Array, "batch num_actions"],
+        key: PRNGKeyArray,
+    ) -> Any:
+        mctx = import_mctx("GumbelMuZeroSearch")
+        with default_numpy_rules():
+            return mctx.gumbel_muzero_policy(
+                params=None,
+                rng_key=key,
+                root=root,
+                recurrent_fn=recurrent_fn,
+                num_simulations=self.num_simulations,
+                invalid_actions=invalid_actions,
+                max_num_considered_actions=self.max_num_considered_actions,
+                gumbel_scale=self.gumbel_scale,
+            )
+
+
+@final
+class MuZeroSearch(AbstractSearchOperator):
+    """MuZero's and AlphaZero's search (mctx's `muzero_policy`): PUCT with Dirichlet noise
+    on the root's prior, the action drawn from the root's visit counts at a temperature,
+    the normalised visit counts as the improved policy.
+
+    Reference: Silver et al., "Mastering the game of Go without human knowledge", Nature
+    2017; Schrittwieser et al., "Mastering Atari, Go, Chess and Shogi by Planning with a
+    Learned Model", Nature 2020 (the PUCT constants).
+
+    **Arguments:**
+
+    - `num_simulations`: simulations per search.
+    - `dirichlet_fraction`: the share of Dirichlet noise in the root's prior, in [0, 1].
+    - `dirichlet_alpha`: the noise's concentration (> 0).
+    - `pb_c_init`, `pb_c_base`: PUCT's exploration constants `c_1` and `c_2`.
+    - `temperature`: acting draws actions in proportion to `visits ** (1 / temperature)`.
+    """
+
+    num_simulations: int = eqx.field(static=True, default=16)
+    dirichlet_fraction: Float[Array, ""] = eqx.field(default=0.25, converter=as_float_array, kw_only=True)
+    dirichlet_alpha: Float[Array, ""] = eqx.field(default=0.3, converter=as_float_array, kw_only=True)
+    pb_c_init: Float[Array, ""] = eqx.field(default=1.25, converter=as_float_array, kw_only=True)
+    pb_c_base: Float[Array, ""] = eqx.field(default=19652.0, converter=as_float_array, kw_only=True)
+    temperature: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+
+    def __check_init__(self):
+        check_positive_int("MuZeroSearch", "num_simulations", self.num_simulations)
+        check_in_unit_interval("MuZeroSearch", "dirichlet_fraction", self.dirichlet_fraction)
+        for name in ("dirichlet_alpha", "pb_c_init", "pb_c_base", "temperature"):
+            check_positive("MuZeroSearch", name, getattr(self, name))
+
+    def __call__(
+        self,
+        root: Any,
+        recurrent_fn: Callable[..., Any],
+        invalid_actions: Bool[Array, "batch num_actions"],
+        key: PRNGKeyArray,
+    ) -> Any:
+        mctx = import_mctx("MuZeroSearch")
+        with default_numpy_rules():
+            return mctx.muzero_policy(
+                params=None,
+                rng_key=key,
+                root=root,
+                recurrent_fn=recurrent_fn,
+                num_simulations=self.num_simulations,
+                invalid_actions=invalid_actions,
+                dirichlet_fraction=self.dirichlet_fraction,
+                dirichlet_alpha=self.dirichlet_alpha,
+                pb_c_init=self.pb_c_init,
+                pb_c_base=self.pb_c_base,
+                temperature=self.temperature,
+            )
