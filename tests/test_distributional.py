@@ -58,13 +58,14 @@ def _expected_loss(per_transition, trajectory):
 
 
 @pytest.mark.filterwarnings("ignore:Rlax categorical_cross_entropy will be deprecated:PendingDeprecationWarning")
-def test_the_c51_loss_equals_rlaxs_categorical_q_learning_at_every_transition():
+@pytest.mark.parametrize("double", [False, True])
+def test_the_c51_loss_equals_rlaxs_categorical_q_learning_at_every_transition(double):
     online, target, trajectory = _setup(pr.CategoricalQValues)
     q, q_target, timestep = _outputs(online, trajectory), _outputs(target, trajectory), trajectory.timestep
-    loss = pr.losses.CategoricalQLoss(discount=GAMMA)
+    loss = pr.losses.CategoricalQLoss(discount=GAMMA, double=double)
 
     def per_transition(t, b):
-        return rlax.categorical_q_learning(
+        transition = (
             q.atoms[t, b],
             q.logits[t, b],
             trajectory.policy_step.action[t, b],
@@ -73,6 +74,9 @@ def test_the_c51_loss_equals_rlaxs_categorical_q_learning_at_every_transition():
             q_target.atoms[t + 1, b],
             q_target.logits[t + 1, b],
         )
+        if double:  # the online network picks the next action
+            return rlax.categorical_double_q_learning(*transition, q.q_values[t + 1, b])
+        return rlax.categorical_q_learning(*transition)
 
     value, terms = loss(helpers.agent(online), trajectory, target_network=target)
     np.testing.assert_allclose(value, _expected_loss(per_transition, trajectory), rtol=1e-5)
