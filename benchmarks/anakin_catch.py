@@ -10,6 +10,10 @@
   computes, so `podrace / handwritten` measures the framework's overhead alone
   (`--check` verifies that both produce the same parameters).
 
+The hand-written version and the colab report no metric but the loss, so podrace is
+asked for the loss alone (`metrics=()`); `--podrace-metrics episodes` times podrace with
+its default metrics instead, `--podrace-metrics loss_terms,grad_norm,episodes` with all.
+
 All three run at the same settings (environments per device, rollout length,
 updates per call, Adam 1e-4, lambda 0.99, discount 1, one hidden layer of 256). Calls
 are interleaved, each repeat in a rotated order, and the median call is reported. The
@@ -441,14 +445,16 @@ def check(batch: int, rollout: int, num_updates: int, seed: int) -> float:
     return diff
 
 
-def build(method: str, batch: int, rollout: int, iterations: int, seed: int) -> tuple[Method, Any]:
-    """One method's compiled call and initial state, as `main` times them."""
+def build(
+    method: str, batch: int, rollout: int, iterations: int, seed: int, metrics: tuple[str, ...] = ()
+) -> tuple[Method, Any]:
+    """One method's compiled call and initial state, as `main` times them (podrace
+    reporting `metrics` beyond the loss)."""
     if method == "podrace":
         network_key, run_key = jax.random.split(jax.random.key(seed))
         pipeline = make_podrace(batch, rollout, network_key)
-        return Method("podrace", lambda s: pipeline.train(s, num_updates=iterations), lambda out: out.state), (
-            pipeline.init(run_key)
-        )
+        call = lambda s: pipeline.train(s, num_updates=iterations, metrics=metrics)  # noqa: E731
+        return Method("podrace", call, lambda out: out.state), pipeline.init(run_key)
     if method == "colab":
         learn, state = make_colab(batch, rollout, iterations, seed)
         return Method("colab", lambda s: learn(*s), lambda out: out), state
@@ -462,18 +468,19 @@ METHODS = ("podrace", "colab", "handwritten")
 def first_call(method: str, args: argparse.Namespace) -> dict[str, Any]:
     """In this (fresh) process: the seconds of `method`'s first and second calls, and its
     compilations by phase, after warming the compiler up."""
-    call, state = build(method, args.batch, args.rollout, args.iterations, args.seed)
+    call, state = build(method, args.batch, args.rollout, args.iterations, args.seed, args.podrace_metrics)
     jax.block_until_ready(state)
     warm_up_compiler()
     profile = compile_profile()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     output = jax.block_until_ready(call.call(state))
-    first = time.perf_counter() - start
-    start = time.perf_counter()
+    first, first_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    start, start_cpu = time.perf_counter(), time.process_time()
     jax.block_until_ready(call.call(call.next_state(output)))
-    second = time.perf_counter() - start
+    second, second_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     del profile["XLA s by program"]
-    return {"method": method, "first s": first, "second s": second, "compile s": first - second, **profile}
+    compile_seconds = {"compile s": first - second, "compile CPU s": first_cpu - second_cpu}
+    return {"method": method, "first s": first, "second s": second, **compile_seconds, **profile}
 
 
 def compile_rounds(args: argparse.Namespace) -> float:
@@ -481,6 +488,7 @@ def compile_rounds(args: argparse.Namespace) -> float:
     rounds in rotated orders. Returns the median of podrace's compile seconds over the
     hand-written version's in the same round."""
     options = ["--batch", str(args.batch), "--rollout", str(args.rollout), "--iterations", str(args.iterations)]
+    options += ["--podrace-metrics", ",".join(args.podrace_metrics)]
     records: dict[str, list[dict[str, Any]]] = {method: [] for method in METHODS}
     for round_ in range(args.compile_rounds):
         shift = round_ % len(METHODS)
@@ -497,6 +505,12 @@ def compile_rounds(args: argparse.Namespace) -> float:
         for ours, theirs in zip(records["podrace"], records["handwritten"], strict=True)
     ]
     print(f"podrace / handwritten compile s per round: {' '.join(f'{r:.3f}' for r in ratios)}")
+    cpu_ratios = [
+        ours["compile CPU s"] / theirs["compile CPU s"]
+        for ours, theirs in zip(records["podrace"], records["handwritten"], strict=True)
+    ]
+    print(f"podrace / handwritten compile CPU s per round: {' '.join(f'{r:.3f}' for r in cpu_ratios)}")
+    print(f"compile_cpu_ratio_vs_handwritten={statistics.median(cpu_ratios):.3f}")
     return statistics.median(ratios)
 
 
@@ -513,6 +527,12 @@ def main(argv: list[str] | None = None) -> int:
                 type=int,
                 default=0,
                 help="time every method's first call in fresh processes, this many rounds, instead",
+            ),
+            parser.add_argument(
+                "--podrace-metrics",
+                type=lambda names: tuple(name for name in names.split(",") if name),
+                default=(),
+                help="the metrics podrace reports beyond the loss, comma-separated (default: none, as the others)",
             ),
             parser.add_argument("--first-call", choices=METHODS, help=argparse.SUPPRESS),
         ),
@@ -533,7 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         check(args.batch, args.rollout, 10, args.seed)
 
-    built = [build(method, args.batch, args.rollout, args.iterations, args.seed) for method in METHODS]
+    built = [
+        build(method, args.batch, args.rollout, args.iterations, args.seed, args.podrace_metrics) for method in METHODS
+    ]
     methods = [method for method, _ in built]
     states: dict[str, Any] = {method.name: state for method, state in built}
 

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from .results import TrainMetrics
+from .results import NotComputed, TrainMetrics
 
 
 def path_names(path: Sequence[Any]) -> tuple[str, ...]:
@@ -43,7 +43,8 @@ def summarize(metrics: TrainMetrics) -> dict[str, float]:
     `loss/entropy` of a policy-gradient loss), `grad_norm` (each a mean over the
     updates), `episodes` (how many episodes ended) and, only if one did,
     `episode_return` and `episode_length` (means over those episodes: no placeholder
-    before the first episode ends).
+    before the first episode ends). A metric the call did not compute (see
+    [`podrace.results.METRICS`][]) has no key.
 
     For the stacked metrics of a [`podrace.Population`][], each member has its own
     series: the key `name/member_i` holds member `i`'s value of `name`, so that
@@ -59,11 +60,11 @@ def summarize(metrics: TrainMetrics) -> dict[str, float]:
     A dictionary of Python floats.
     """
     metrics = jax.device_get(metrics)
-    ndim = np.ndim(metrics.episodes_completed)
+    ndim = np.ndim(metrics.update.loss)
     if ndim == 1:
         return _summarize_run(metrics)
     if ndim == 2:
-        size = len(metrics.episodes_completed)
+        size = len(metrics.update.loss)
         members = [_summarize_run(jax.tree.map(operator.itemgetter(i), metrics)) for i in range(size)]
         return {f"{name}/member_{i}": value for i, member in enumerate(members) for name, value in member.items()}
     raise ValueError(f"summarize: expected metrics with axes [updates] or [members, updates], got {ndim} axes.")
@@ -72,8 +73,12 @@ def summarize(metrics: TrainMetrics) -> dict[str, float]:
 def _summarize_run(metrics: TrainMetrics) -> dict[str, float]:
     update = metrics.update
     summary = {"loss": float(np.mean(update.loss))}
-    summary |= {f"loss/{name}": float(np.mean(term)) for name, term in update.terms.items()}
-    summary["grad_norm"] = float(np.mean(update.grad_norm))
+    if not isinstance(update.terms, NotComputed):
+        summary |= {f"loss/{name}": float(np.mean(term)) for name, term in update.terms.items()}
+    if not isinstance(update.grad_norm, NotComputed):
+        summary["grad_norm"] = float(np.mean(update.grad_norm))
+    if not metrics.has_episodes:
+        return summary
     episodes = int(np.sum(metrics.episodes_completed))
     summary["episodes"] = float(episodes)
     if episodes:

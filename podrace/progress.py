@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 from .checkpoint import Checkpointer
 from .executors.pipeline import AbstractPipeline, AbstractTrainResult
 from .loggers import AbstractSink
+from .results import DEFAULT_METRICS, METRICS
 
 
 @final
@@ -75,7 +76,9 @@ def train_with_progress(
     - `show`: whether to draw a progress bar with the mean episode return and FPS
         (the mean over the members, for a population).
     - `sinks`: where to write the metrics of each call (see [`podrace.loggers`][]);
-        the caller closes them.
+        the caller closes them. With sinks, every update computes all of
+        [`podrace.results.METRICS`][] for them; without, the default ones (the episodes),
+        which is cheaper.
     - `checkpointer`: where to save the state (see [`podrace.checkpoint.Checkpointer`][]).
     - `checkpoint_every`: updates between checkpoints, a multiple of `updates_per_call`;
         by default only the final state is saved.
@@ -102,12 +105,13 @@ def train_with_progress(
     call_sizes = [updates_per_call] * (num_updates // updates_per_call)
     if num_updates % updates_per_call:
         call_sizes.append(num_updates % updates_per_call)
+    metrics = frozenset(METRICS) if sinks else DEFAULT_METRICS
     frames_per_update = pipeline.frames_per_update  # of each member
     returns, durations, updates_done = [], [], start_update
     with tqdm(total=num_updates, unit="update", disable=not show) as bar:
         for call, size in enumerate(call_sizes, start=1):
             start = time.perf_counter()
-            result = pipeline.train(state, num_updates=size)
+            result = pipeline.train(state, num_updates=size, metrics=metrics)
             jax.block_until_ready(result.metrics)
             durations.append(time.perf_counter() - start)
             state = result.state

@@ -352,6 +352,59 @@ def test_train_metrics():
     helpers.assert_all_finite(result.state)
 
 
+def test_a_call_computes_the_metrics_asked_for_and_no_others():
+    pipeline = _pipeline()
+    state = pipeline.init(jax.random.key(8))
+    everything = pipeline.train(state, num_updates=NUM_UPDATES, metrics=pr.results.METRICS)
+    default = pipeline.train(state, num_updates=NUM_UPDATES)
+    loss_only = pipeline.train(state, num_updates=NUM_UPDATES, metrics=())
+    # Leaving metrics out changes nothing else: the same updates, losses and episodes.
+    for result in (default, loss_only):
+        helpers.assert_trees_close(result.state, everything.state, rtol=0, atol=0)
+        np.testing.assert_array_equal(result.metrics.update.loss, everything.metrics.update.loss)
+    helpers.assert_trees_close(
+        (default.metrics.episode_return_sum, default.metrics.episodes_completed, default.metrics.episode_length_sum),
+        (
+            everything.metrics.episode_return_sum,
+            everything.metrics.episodes_completed,
+            everything.metrics.episode_length_sum,
+        ),
+        rtol=0,
+        atol=0,
+    )
+    assert set(everything.metrics.update.terms) == {"td_loss"} and float(everything.metrics.update.grad_norm[0]) > 0
+    assert set(everything.summary()) == {
+        "loss",
+        "loss/td_loss",
+        "grad_norm",
+        "episodes",
+        "episode_return",
+        "episode_length",
+    }
+    assert set(default.summary()) == {"loss", "episodes", "episode_return", "episode_length"}
+    assert set(loss_only.summary()) == {"loss"}
+    # A metric not asked for says how to ask for it, wherever it is read.
+    with pytest.raises(ValueError, match=r"'grad_norm' was not computed: ask for it with train\(\.\.\., metrics="):
+        np.asarray(default.metrics.update.grad_norm)
+    with pytest.raises(ValueError, match="'loss_terms' was not computed"):
+        default.metrics.update.terms["td_loss"]
+    with pytest.raises(ValueError, match="'episodes' was not computed"):
+        loss_only.metrics.mean_episode_return
+
+    # ... and is not in the program: fewer operations for each metric left out.
+    def program_size(metrics):
+        lowered = jax.jit(lambda state: pipeline.train(state, num_updates=NUM_UPDATES, metrics=metrics)).lower(state)
+        return len(lowered.as_text().splitlines())
+
+    assert program_size(()) < program_size("episodes") < program_size(pr.results.METRICS)
+
+
+def test_an_unknown_metric_is_refused_with_the_nearest_name():
+    pipeline = _pipeline()
+    with pytest.raises(ValueError, match="Anakin.train: No metric 'grad_nrom'. Did you mean grad_norm"):
+        pipeline.train(pipeline.init(jax.random.key(8)), num_updates=NUM_UPDATES, metrics={"grad_nrom"})
+
+
 def test_mean_episode_return_without_episodes_is_nan():
     zero = jnp.zeros((), jnp.float32)
     counts = jnp.zeros(2, jnp.int32)

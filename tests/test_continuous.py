@@ -239,7 +239,7 @@ def test_a2c_trains_on_pendulum():
     learner = pr.Learner(network, pr.policies.Gaussian(), pr.losses.A2CLoss(discount=0.99), optax.adam(3e-3))
     pipeline = pr.Anakin(env, learner, num_envs=4, rollout_length=16)
     state = pipeline.init(jax.random.key(1))
-    result = pipeline.train(state, num_updates=3)
+    result = pipeline.train(state, num_updates=3, metrics="grad_norm")
     metrics = result.metrics
     assert metrics.update.loss.shape == (3,)
     helpers.assert_all_finite(metrics.update)

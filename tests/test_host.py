@@ -262,6 +262,10 @@ def test_the_host_pipeline_keeps_the_pipeline_contract():
     assert (pipeline.num_members, pipeline.num_devices, pipeline.frames_per_update) == (1, 1, NUM_ENVS * 7)
     result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=2)
     assert result.metrics.update.loss.shape == (2,) and int(result.state.num_updates) == 2
+    # Metrics as Anakin reports them: the default ones unless asked.
+    assert isinstance(result.metrics.update.grad_norm, pr.results.NotComputed) and result.metrics.has_episodes
+    result = pipeline.train(result.state, num_updates=1, metrics=("grad_norm",))
+    assert result.metrics.update.grad_norm.shape == (1,) and not result.metrics.has_episodes
     collector.close()
 
 

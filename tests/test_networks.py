@@ -702,7 +702,7 @@ def test_conv_q_network_trains_in_anakin_on_catch():
     learner = pr.Learner(network, pr.policies.Greedy(), loss, optax.adam(1e-2))
     pipeline = pr.Anakin(env, learner, num_envs=2, rollout_length=4)
     state = pipeline.init(jax.random.key(1))
-    result = pipeline.train(state, num_updates=3)
+    result = pipeline.train(state, num_updates=3, metrics="grad_norm")
     assert result.metrics.update.loss.shape == (3,)
     helpers.assert_all_finite(result.metrics.update)
     assert np.all(np.asarray(result.metrics.update.grad_norm) > 0)

@@ -158,8 +158,10 @@ def test_fitness_is_the_mean_return_since_the_last_ready_step(one_ready_step):
 
 def test_metrics_and_lineage_have_the_population_axes():
     pbt = _pbt(interval=2)
-    result = pbt.train(pbt.init(jax.random.key(0)), num_updates=5)
-    assert result.metrics.update.loss.shape == (SIZE, 5)
+    # The episodes are the members' fitness: computed, though not reported, when not asked for.
+    result = pbt.train(pbt.init(jax.random.key(0)), num_updates=5, metrics="grad_norm")
+    assert result.metrics.update.loss.shape == result.metrics.update.grad_norm.shape == (SIZE, 5)
+    assert not result.metrics.has_episodes and np.all(np.isfinite(np.asarray(result.state.fitness)))
     assert result.lineage.parent.shape == (SIZE, 5)
     assert result.lineage.hyperparameters["learning_rate"].shape == (SIZE, 5)
     assert np.asarray(result.lineage.ready[0]).tolist() == [False, True, False, True, False]
@@ -173,7 +175,7 @@ def test_metrics_and_lineage_have_the_population_axes():
         float(result.state.hyperparameters["learning_rate"][0])
     )
     assert sum(summary[f"copies/member_{i}"] for i in range(SIZE)) == 2
-    assert "episode_return/member_0" in summary or "episodes/member_0" in summary
+    assert "grad_norm/member_0" in summary and "episodes/member_0" not in summary  # as asked
 
 
 def test_calls_of_any_size_equal_one_call():

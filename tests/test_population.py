@@ -52,12 +52,12 @@ def _traced_catch_population() -> tuple[pr.Population, list[None]]:
 def test_members_equal_separate_runs():
     population = pr.Population(_catch_member, _catch_hyperparameters())
     key = jax.random.key(1)
-    result = population.train(population.init(key), num_updates=NUM_UPDATES)
-    assert result.metrics.update.loss.shape == (SIZE, NUM_UPDATES)
+    result = population.train(population.init(key), num_updates=NUM_UPDATES, metrics=pr.results.METRICS)
+    assert result.metrics.update.loss.shape == result.metrics.update.grad_norm.shape == (SIZE, NUM_UPDATES)
     assert result.metrics.mean_episode_return.shape == (SIZE,)
     for i, member_key in enumerate(jax.random.split(key, SIZE)):
         pipeline = population.member(i)
-        alone = pipeline.train(pipeline.init(member_key), num_updates=NUM_UPDATES)
+        alone = pipeline.train(pipeline.init(member_key), num_updates=NUM_UPDATES, metrics=pr.results.METRICS)
         helpers.assert_trees_close(helpers.index(result, i), alone, rtol=1e-5, atol=1e-6)
     # The members differ: their hyperparameters and seeds are used.
     params = result.state.learner.params

@@ -212,7 +212,7 @@ def test_gradient_workers_update_as_computed_by_hand():
         pipeline = ray_actors.RayGradientPipeline(learner, pool)
         assert isinstance(pipeline, pr.executors.pipeline.AbstractPipeline)
         assert pipeline.frames_per_update == NUM_ACTORS * NUM_ENVS * ROLLOUT
-        averaged = pipeline.train(summed.state, num_updates=1)
+        averaged = pipeline.train(summed.state, num_updates=1, metrics="grad_norm")
         # Evaluation, on the driver, in one actor's environments seeded as the first actor's.
         evaluation = pr.Evaluation(pr.policies.Mode(), num_episodes=3, key=jax.random.key(2), max_steps=20)
         evaluated = pipeline.evaluate(averaged.state, evaluation)

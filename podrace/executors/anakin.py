@@ -11,6 +11,7 @@ Learning", 2021.
 """
 
 import functools
+from collections.abc import Iterable
 from typing import final
 
 import equinox as eqx
@@ -30,7 +31,7 @@ from ..learners.learner import raise_non_finite_loss
 from ..learners.replay import AbstractReplayLearner
 from ..loggers import summarize
 from ..networks import AbstractNetwork, split_action_mask
-from ..results import EvaluationResult, TrainMetrics
+from ..results import DEFAULT_METRICS, EvaluationResult, TrainMetrics, check_metrics
 from ..search import AbstractEnvModelAgent
 from .evaluation import Evaluation
 from .normalization import NormalizationState, RunningNormalization
@@ -311,6 +312,7 @@ def train_steps(
     num_updates: int,
     axis_name: str | None = None,
     normalization: RunningNormalization | None = None,
+    metrics: frozenset[str] = DEFAULT_METRICS,
 ) -> tuple[AnakinState, TrainMetrics]:
     """Runs `num_updates` rollouts and learner updates: the device-free core of [`podrace.Anakin.train`][].
 
@@ -325,6 +327,8 @@ def train_steps(
         split over (gradients, episode counts and normalisation statistics are combined
         over it); `None` outside.
     - `normalization`: the running normalisation, if any.
+    - `metrics`: the metrics to report beyond the loss (see [`podrace.results.METRICS`][]);
+        the others are not computed.
 
     **Returns:**
 
@@ -361,7 +365,7 @@ def train_steps(
         episodes = (jnp.sum(ended_returns), jnp.sum(trajectory.timestep.is_last[1:], dtype=jnp.int32), ended_length)
         if axis_name is not None:
             episodes = jax.lax.psum(episodes, axis_name)
-        return AnakinState(learner_state, envs), TrainMetrics(update_metrics, *episodes)
+        return AnakinState(learner_state, envs), TrainMetrics(update_metrics, *episodes).select(metrics)
 
     return jax.lax.scan(one_update, state, length=num_updates)
 
@@ -492,7 +496,14 @@ class Anakin(AbstractPipeline[AnakinState]):
             lambda local: PartitionSpec(axis) if local else PartitionSpec(), self.learner.device_local(learner_state)
         )
 
-    def train(self, state: AnakinState, *, num_updates: int, evaluation: Evaluation | None = None) -> TrainResult:
+    def train(
+        self,
+        state: AnakinState,
+        *,
+        num_updates: int,
+        metrics: str | Iterable[str] = DEFAULT_METRICS,
+        evaluation: Evaluation | None = None,
+    ) -> TrainResult:
         """Runs `num_updates` rollouts and updates in one compiled call.
 
         With a learner's `check_nans`, the call waits for its result and a non-finite
@@ -502,6 +513,9 @@ class Anakin(AbstractPipeline[AnakinState]):
 
         - `state`: from `init` or a previous call.
         - `num_updates`: updates in this call (a compile-time constant).
+        - `metrics`: what each update reports beyond its loss, from
+            [`podrace.results.METRICS`][]: by default the episodes that ended; the others
+            (the loss's terms, the gradient's norm) are computed only when named here.
         - `evaluation`: episodes for the trained network to play at the end of the
             call, in the same program (in the environment without its auto-reset).
 
@@ -510,10 +524,11 @@ class Anakin(AbstractPipeline[AnakinState]):
         The new state, the metrics of each update and the evaluation's episodes.
         """
         check_positive_int("Anakin.train", "num_updates", num_updates)
+        metrics = check_metrics("Anakin.train", metrics)
         if not self.learner.check_nans:
-            return self._train(state, evaluation, num_updates=num_updates)
+            return self._train(state, evaluation, num_updates=num_updates, metrics=metrics)
         try:
-            return jax.block_until_ready(self._train(state, evaluation, num_updates=num_updates))
+            return jax.block_until_ready(self._train(state, evaluation, num_updates=num_updates, metrics=metrics))
         except eqx.EquinoxRuntimeError as error:
             raise_non_finite_loss(error)
             raise
@@ -575,13 +590,17 @@ class Anakin(AbstractPipeline[AnakinState]):
         return evaluation.play(self.evaluation_env(state), self.network_at(state))
 
     @eqx.filter_jit
-    def _train(self, state: AnakinState, evaluation: Evaluation | None, *, num_updates: int) -> TrainResult:
-        state, metrics = self._train_steps(state, num_updates)
+    def _train(
+        self, state: AnakinState, evaluation: Evaluation | None, *, num_updates: int, metrics: frozenset[str]
+    ) -> TrainResult:
+        state, reported = self._train_steps(state, num_updates, metrics)
         if evaluation is None:
-            return TrainResult(state, metrics)
-        return TrainResult(state, metrics, self.evaluate(state, evaluation))
+            return TrainResult(state, reported)
+        return TrainResult(state, reported, self.evaluate(state, evaluation))
 
-    def _train_steps(self, state: AnakinState, num_updates: int) -> tuple[AnakinState, TrainMetrics]:
+    def _train_steps(
+        self, state: AnakinState, num_updates: int, metrics: frozenset[str]
+    ) -> tuple[AnakinState, TrainMetrics]:
         if self.num_devices == 1:
             return train_steps(
                 self.env,
@@ -590,6 +609,7 @@ class Anakin(AbstractPipeline[AnakinState]):
                 rollout_length=self.rollout_length,
                 num_updates=num_updates,
                 normalization=self.normalization,
+                metrics=metrics,
             )
 
         (axis,) = self.mesh.axis_names
@@ -597,7 +617,7 @@ class Anakin(AbstractPipeline[AnakinState]):
 
         def on_shard(dynamic, learner_state, envs):
             env, learner, normalization = eqx.combine(dynamic, static)
-            state, metrics = train_steps(
+            state, reported = train_steps(
                 env,
                 learner,
                 AnakinState(learner_state, envs),
@@ -605,8 +625,9 @@ class Anakin(AbstractPipeline[AnakinState]):
                 num_updates=num_updates,
                 axis_name=axis,
                 normalization=normalization,
+                metrics=metrics,
             )
-            return state.learner, state.envs, metrics
+            return state.learner, state.envs, reported
 
         replicated, split, learner_specs = PartitionSpec(), PartitionSpec(axis), self._learner_specs(state.learner)
         # Without JAX's check of the axes each value varies over: environments of other
@@ -614,11 +635,11 @@ class Anakin(AbstractPipeline[AnakinState]):
         # values from the other (Navix's automatic reset, jaxopt's loop in Brax), which the
         # check refuses. Nothing here relies on it: gradients are averaged explicitly
         # (`loss_gradients`), and the device matrix checks two devices against one.
-        learner_state, envs, metrics = jax.shard_map(
+        learner_state, envs, reported = jax.shard_map(
             on_shard,
             mesh=self.mesh,
             in_specs=(replicated, learner_specs, split),
             out_specs=(learner_specs, split, replicated),
             check_vma=False,
         )(dynamic, state.learner, state.envs)
-        return AnakinState(learner_state, envs), metrics
+        return AnakinState(learner_state, envs), reported

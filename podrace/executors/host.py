@@ -23,7 +23,7 @@ import abc
 import collections
 import concurrent.futures
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar, final
 
 import equinox as eqx
@@ -40,7 +40,7 @@ from ..learners import AbstractLearner
 from ..loggers import summarize
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
-from ..results import EvaluationResult, TrainMetrics, UpdateMetrics
+from ..results import DEFAULT_METRICS, EvaluationResult, TrainMetrics, UpdateMetrics, check_metrics
 from .evaluation import Evaluation
 from .pipeline import AbstractPipeline, AbstractTrainResult, check_member
 
@@ -376,6 +376,11 @@ class HostTrainResult(AbstractTrainResult[PyTree[Array]]):
         """[`podrace.loggers.summarize`][] of `metrics`."""
         return summarize(self.metrics)
 
+    def reporting(self, owner: str, metrics: str | Iterable[str]) -> "HostTrainResult":
+        """This result with only the metrics named in `metrics` (see [`podrace.results.METRICS`][]),
+        as a host pipeline's `train` returns it; `owner` names it in the error for an unknown name."""
+        return HostTrainResult(self.state, self.metrics.select(check_metrics(owner, metrics)))
+
 
 ResultT = TypeVar("ResultT")
 StateT = TypeVar("StateT")
@@ -593,9 +598,13 @@ class HostPipeline(AbstractHostPipeline[PyTree[Array], AbstractLearner]):
         """The learner's initial state."""
         return self.learner.init(key, self.collector.timestep)
 
-    def train(self, state: PyTree[Array], *, num_updates: int) -> HostTrainResult:
-        """`num_updates` rollouts and updates from `state`, on the collector's environments."""
-        return train_on_host(self.learner, self.collector, num_updates=num_updates, state=state, overlap=self.overlap)
+    def train(
+        self, state: PyTree[Array], *, num_updates: int, metrics: str | Iterable[str] = DEFAULT_METRICS
+    ) -> HostTrainResult:
+        """`num_updates` rollouts and updates from `state`, on the collector's environments,
+        reporting `metrics` beyond the loss (as [`podrace.Anakin.train`][] does)."""
+        result = train_on_host(self.learner, self.collector, num_updates=num_updates, state=state, overlap=self.overlap)
+        return result.reporting("HostPipeline.train", metrics)
 
     @property
     def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:

@@ -15,6 +15,7 @@ Reference: Jaderberg et al., "Population Based Training of Neural Networks", 201
 
 import abc
 import math
+from collections.abc import Iterable
 from typing import Any, final
 
 import equinox as eqx
@@ -28,7 +29,7 @@ from ..compilation import compiled_once
 from ..envs import AbstractEnv
 from ..loggers import path_names, summarize
 from ..networks import AbstractNetwork
-from ..results import EvaluationResult, TrainMetrics
+from ..results import DEFAULT_METRICS, EvaluationResult, TrainMetrics, check_metrics
 from .anakin import AnakinState
 from .evaluation import Evaluation
 from .pipeline import AbstractPipeline, AbstractTrainResult, check_member
@@ -385,7 +386,7 @@ class PBT(AbstractPipeline[PBTState]):
         )
 
     @eqx.filter_jit
-    def train(self, state: PBTState, *, num_updates: int) -> PBTResult:
+    def train(self, state: PBTState, *, num_updates: int, metrics: str | Iterable[str] = DEFAULT_METRICS) -> PBTResult:
         """Trains every member for `num_updates` updates, exploiting and exploring every `interval` updates.
 
         The ready steps fall on multiples of `interval` updates since the run started,
@@ -395,6 +396,8 @@ class PBT(AbstractPipeline[PBTState]):
 
         - `state`: from `init` or a previous call.
         - `num_updates`: updates per member in this call (a compile-time constant).
+        - `metrics`: what each update reports beyond its loss, as in [`podrace.Anakin.train`][]
+            (the episodes are computed all the same: they are the members' fitness).
 
         **Returns:**
 
@@ -402,9 +405,10 @@ class PBT(AbstractPipeline[PBTState]):
         the call's [`podrace.executors.pbt.Lineage`][].
         """
         check_positive_int("PBT.train", "num_updates", num_updates)
+        names = check_metrics("PBT.train", metrics)
 
         def update(state: PBTState, _: None) -> tuple[PBTState, tuple[TrainMetrics, Lineage]]:
-            result = self.population_at(state).train(state.members, num_updates=1)
+            result = self.population_at(state).train(state.members, num_updates=1, metrics=names | {"episodes"})
             metrics = jax.tree.map(lambda x: x[:, 0], result.metrics)
             state = eqx.tree_at(
                 lambda s: (s.members, s.return_sum, s.episodes, s.update),
@@ -428,7 +432,7 @@ class PBT(AbstractPipeline[PBTState]):
                 hyperparameters=state.hyperparameters,
                 update=jnp.full(size, state.update),
             )
-            return state, (metrics, lineage)
+            return state, (metrics.select(names), lineage)
 
         state, (metrics, lineage) = jax.lax.scan(update, state, length=num_updates)
         members_first = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731

@@ -8,6 +8,7 @@ its evaluation environment and the observations' spec).
 """
 
 import abc
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 import equinox as eqx
@@ -16,7 +17,7 @@ from jaxtyping import PRNGKeyArray, PyTree
 
 from ..envs import AbstractEnv
 from ..networks import AbstractNetwork
-from ..results import EvaluationResult, TrainMetrics
+from ..results import DEFAULT_METRICS, EvaluationResult, TrainMetrics
 from .evaluation import Evaluation
 
 
@@ -53,8 +54,11 @@ class AbstractPipeline(eqx.Module, Generic[StateT]):
         """The initial state: the learner's, and the environments' where the pipeline keeps them."""
 
     @abc.abstractmethod
-    def train(self, state: StateT, *, num_updates: int) -> AbstractTrainResult[StateT]:
-        """`num_updates` rollouts and updates from `state`."""
+    def train(
+        self, state: StateT, *, num_updates: int, metrics: str | Iterable[str] = DEFAULT_METRICS
+    ) -> AbstractTrainResult[StateT]:
+        """`num_updates` rollouts and updates from `state`, each reporting its loss and
+        `metrics` (names from [`podrace.results.METRICS`][]; the others are not computed)."""
 
     @property
     @abc.abstractmethod

@@ -10,7 +10,7 @@ Learning", 2021 (Anakin populations); Lange, "gymnax: A JAX-based Reinforcement
 Learning Environment Library", 2022 (population and meta-batch rollouts).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, final
 
 import equinox as eqx
@@ -23,7 +23,7 @@ from ..compilation import compiled_once
 from ..envs import AbstractEnv
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
-from ..results import EvaluationResult
+from ..results import DEFAULT_METRICS, EvaluationResult, check_metrics
 from .anakin import Anakin, AnakinState, TrainResult, init_state, train_steps
 from .evaluation import Evaluation, evaluate
 from .pipeline import AbstractPipeline, check_member
@@ -195,13 +195,21 @@ class Population(AbstractPipeline[AnakinState]):
         return self._over_members(init_members, self.hyperparameters, keys)
 
     @eqx.filter_jit
-    def train(self, state: AnakinState, *, num_updates: int, evaluation: Evaluation | None = None) -> TrainResult:
+    def train(
+        self,
+        state: AnakinState,
+        *,
+        num_updates: int,
+        metrics: str | Iterable[str] = DEFAULT_METRICS,
+        evaluation: Evaluation | None = None,
+    ) -> TrainResult:
         """Trains every member for `num_updates` updates in one compiled call.
 
         **Arguments:**
 
         - `state`: from `init` or a previous call.
         - `num_updates`: updates per member in this call (a compile-time constant).
+        - `metrics`: what each update reports beyond its loss, as in [`podrace.Anakin.train`][].
         - `evaluation`: episodes for every member's trained network to play at the end
             of the call, in the same program, as [`podrace.Anakin.train`][] plays them.
             All members play them with the same key (common random numbers, as in
@@ -213,6 +221,7 @@ class Population(AbstractPipeline[AnakinState]):
         `[size, num_updates]` and `evaluation` (if any) `[size, num_episodes]`.
         """
         check_positive_int("Population.train", "num_updates", num_updates)
+        names = check_metrics("Population.train", metrics)
 
         def train_members(hyperparameters, state):
             def train_member(hyperparameters, state):
@@ -224,6 +233,7 @@ class Population(AbstractPipeline[AnakinState]):
                     rollout_length=pipeline.rollout_length,
                     num_updates=num_updates,
                     normalization=pipeline.normalization,
+                    metrics=names,
                 )
                 return TrainResult(state, metrics)
 

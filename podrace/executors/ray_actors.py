@@ -52,7 +52,7 @@ pool; otherwise Ray starts a default local cluster itself.
 import collections
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar, cast, final
 
 import equinox as eqx
@@ -67,7 +67,7 @@ from ..agent import AbstractAgent
 from ..envs.gymnasium import import_gymnasium
 from ..learners import AbstractGradientLearner, AbstractLearner, Learner, LearnerState
 from ..networks import AbstractNetwork
-from ..results import EvaluationResult, LossTerms, UpdateMetrics
+from ..results import DEFAULT_METRICS, EvaluationResult, LossTerms, UpdateMetrics
 from .evaluation import Evaluation
 from .host import (
     AbstractExperienceSource,
@@ -763,9 +763,13 @@ class RayPipeline(AbstractHostPipeline[PyTree[Array], AbstractLearner]):
         """The learner's initial state."""
         return self.learner.init(key, self.pool.timestep)
 
-    def train(self, state: PyTree[Array], *, num_updates: int) -> HostTrainResult:
-        """`num_updates` rounds of rollouts and updates from `state`."""
-        return train_with_ray(self.learner, self.pool, num_updates=num_updates, state=state, max_lag=self.max_lag)
+    def train(
+        self, state: PyTree[Array], *, num_updates: int, metrics: str | Iterable[str] = DEFAULT_METRICS
+    ) -> HostTrainResult:
+        """`num_updates` rounds of rollouts and updates from `state`, reporting `metrics`
+        beyond the loss (as [`podrace.Anakin.train`][] does)."""
+        result = train_with_ray(self.learner, self.pool, num_updates=num_updates, state=state, max_lag=self.max_lag)
+        return result.reporting("RayPipeline.train", metrics)
 
     @property
     def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
@@ -807,11 +811,15 @@ class RayGradientPipeline(AbstractHostPipeline[LearnerState, Learner]):
         """The learner's initial state."""
         return self.learner.init(key, self.pool.timestep)
 
-    def train(self, state: LearnerState, *, num_updates: int) -> HostTrainResult:
-        """`num_updates` rounds of gradients and optimiser steps from `state`."""
-        return train_with_ray_gradients(
+    def train(
+        self, state: LearnerState, *, num_updates: int, metrics: str | Iterable[str] = DEFAULT_METRICS
+    ) -> HostTrainResult:
+        """`num_updates` rounds of gradients and optimiser steps from `state`, reporting
+        `metrics` beyond the loss (as [`podrace.Anakin.train`][] does)."""
+        result = train_with_ray_gradients(
             self.learner, self.pool, num_updates=num_updates, state=state, reduce=self.reduce, max_lag=self.max_lag
         )
+        return result.reporting("RayGradientPipeline.train", metrics)
 
     @property
     def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
