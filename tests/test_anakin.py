@@ -389,7 +389,7 @@ def test_a_call_computes_the_metrics_asked_for_and_no_others():
     with pytest.raises(ValueError, match="'loss_terms' was not computed"):
         default.metrics.update.terms["td_loss"]
     with pytest.raises(ValueError, match="'episodes' was not computed"):
-        loss_only.metrics.mean_episode_return
+        _ = loss_only.metrics.mean_episode_return
 
     # ... and is not in the program: fewer operations for each metric left out.
     def program_size(metrics):
@@ -401,7 +401,7 @@ def test_a_call_computes_the_metrics_asked_for_and_no_others():
 
 def test_an_unknown_metric_is_refused_with_the_nearest_name():
     pipeline = _pipeline()
-    with pytest.raises(ValueError, match="Anakin.train: No metric 'grad_nrom'. Did you mean grad_norm"):
+    with pytest.raises(ValueError, match=r"Anakin\.train: No metric 'grad_nrom'\. Did you mean grad_norm"):
         pipeline.train(pipeline.init(jax.random.key(8)), num_updates=NUM_UPDATES, metrics={"grad_nrom"})
 
 

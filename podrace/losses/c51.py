@@ -1,18 +1,18 @@
 """C51: categorical distributional Q-learning."""
 
-from typing import cast, final
+from typing import final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, ArrayLike, Float
 
 from .._types import CategoricalQValues, Trajectory
 from .._validation import check_in_unit_interval
 from ..agent import Agent
 from ..networks import AbstractNetwork
 from ..results import LossTerms
-from .base import AbstractQLoss, at_actions, bootstrap_agent, transition_mask
+from .base import AbstractQLoss, at_actions, transition_mask
 
 
 def categorical_projection(
@@ -84,7 +84,8 @@ class CategoricalQLoss(AbstractQLoss):
     def trajectory_loss(
         self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
-        online, bootstrap, next_actions = self._outputs(agent, trajectory, target_network)
+        online, bootstrap, selector = self.action_value_outputs(agent, trajectory, target_network, double=self.double)
+        next_actions = self.greedy_next_actions(bootstrap, selector)
         next_logits = at_actions(bootstrap.logits, next_actions)
         timestep = trajectory.timestep
         discount_t = self.discount * timestep.discount[1:]
@@ -94,41 +95,3 @@ class CategoricalQLoss(AbstractQLoss):
         cross_entropy = -jnp.sum(jax.lax.stop_gradient(targets) * jax.nn.log_softmax(logits), axis=-1)
         loss = jnp.mean(transition_mask(trajectory) * cross_entropy)
         return loss, {"cross_entropy": loss}
-
-    def _outputs(
-        self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None
-    ) -> tuple[CategoricalQValues, CategoricalQValues, Int[Array, " T"]]:
-        """The online outputs at time steps `0..T-1`, those to bootstrap from at `1..T`,
-        and the greedy next actions, as `action_value_outputs` and `greedy_next_actions`
-        give them, without running a network on a time step whose output is discarded.
-
-        With a target network, the online network runs on `0..T-1` (on `0..T` with
-        `double`, which picks the next actions with it) and a feed-forward target network
-        on `1..T`. The distributional head is a C51 network's largest layer
-        (`num_actions * num_atoms` outputs): running both networks on both time steps of
-        a replayed pair and dropping half of the outputs made each update of the CartPole
-        recipe about 1.6 times as slow (on a CPU).
-        """
-        if target_network is None:
-            outputs, bootstrap = self.action_value_outputs(agent, trajectory, target_network)
-        else:
-            target = bootstrap_agent(agent, target_network)
-            if jax.tree.leaves(target_network.initial_carry()):  # a recurrent network unrolls from step 0
-                bootstrap = jax.tree.map(lambda x: x[1:], target.outputs(trajectory))
-            else:
-                bootstrap = target.outputs(_time_steps(trajectory, slice(1, None)))
-            if not self.double:
-                online = agent.outputs(_time_steps(trajectory, slice(None, -1)))
-                next_actions = self.greedy_next_actions(online, bootstrap, target_network, double=False)
-                return cast(CategoricalQValues, online), cast(CategoricalQValues, bootstrap), next_actions
-            outputs = agent.outputs(trajectory)
-        next_actions = self.greedy_next_actions(outputs, bootstrap, target_network, double=self.double)
-        online = jax.tree.map(lambda x: x[:-1], outputs)
-        return cast(CategoricalQValues, online), cast(CategoricalQValues, bootstrap), next_actions
-
-
-def _time_steps(trajectory: Trajectory, steps: slice) -> Trajectory:
-    """The time steps `steps` of one trajectory and the actions between them, with its
-    carry (that of step 0: a recurrent network's outputs are right from step 0 only)."""
-    timestep = jax.tree.map(lambda x: x[steps], trajectory.timestep)
-    return Trajectory(timestep, jax.tree.map(lambda x: x[steps], trajectory.policy_step), trajectory.carry)

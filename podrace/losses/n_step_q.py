@@ -66,16 +66,16 @@ class QLearningLoss(AbstractQLoss):
         self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        q_values, q_t = self.q_values(agent, trajectory, target_network)
+        q_tm1, q_t, q_t_selector = self.q_values(agent, trajectory, target_network, double=self.double)
         errors = n_step_q_learning(
-            q_tm1=q_values[:-1],
+            q_tm1=q_tm1,
             a_tm1=trajectory.policy_step.action,
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
             q_t=q_t,
             n=self.n_step,
             lambda_=cut_lambda_at_episode_ends(1.0, trajectory),
-            q_t_selector=q_values[1:] if self.double and target_network is not None else None,
+            q_t_selector=q_t_selector,
         )
         if self.huber_delta is None:
             per_step = 0.5 * jnp.square(errors)

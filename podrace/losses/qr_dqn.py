@@ -90,13 +90,13 @@ class QuantileQLoss(AbstractQLoss):
     def trajectory_loss(
         self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
-        online, bootstrap = self.action_value_outputs(agent, trajectory, target_network)
-        next_actions = self.greedy_next_actions(online, bootstrap, target_network, double=self.double)
+        online, bootstrap, selector = self.action_value_outputs(agent, trajectory, target_network, double=self.double)
+        next_actions = self.greedy_next_actions(bootstrap, selector)
         next_quantiles = at_actions(bootstrap.quantiles, next_actions)
         timestep = trajectory.timestep
         discount_t = self.discount * timestep.discount[1:]
         targets = jax.lax.stop_gradient(timestep.reward[1:, None] + discount_t[:, None] * next_quantiles)
-        quantiles = at_actions(online.quantiles[:-1], trajectory.policy_step.action)
+        quantiles = at_actions(online.quantiles, trajectory.policy_step.action)
         num_quantiles = quantiles.shape[-1]
         fractions = (jnp.arange(num_quantiles, dtype=jnp.float32) + 0.5) / num_quantiles
         per_step = jax.vmap(quantile_regression_loss, in_axes=(0, None, 0, None))(

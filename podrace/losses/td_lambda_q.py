@@ -48,9 +48,9 @@ class TDLambdaQLoss(AbstractQLoss):
         self, agent: Agent, trajectory: Trajectory, target_network: AbstractNetwork | None = None
     ) -> tuple[Float[Array, ""], LossTerms]:
         timestep = trajectory.timestep
-        q_values, q_t = self.q_values(agent, trajectory, target_network)
+        q_tm1, q_t, _ = self.q_values(agent, trajectory, target_network)
         errors = q_lambda(
-            q_tm1=q_values[:-1],
+            q_tm1=q_tm1,
             a_tm1=trajectory.policy_step.action,
             r_t=timestep.reward[1:],
             discount_t=self.discount * timestep.discount[1:],
