@@ -434,9 +434,9 @@ class PBT(AbstractPipeline[PBTState]):
             )
             return state, (metrics.select(names), lineage)
 
-        state, (metrics, lineage) = jax.lax.scan(update, state, length=num_updates)
+        state, (reported, lineage) = jax.lax.scan(update, state, length=num_updates)
         members_first = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
-        return PBTResult(state, jax.tree.map(members_first, metrics), jax.tree.map(members_first, lineage))
+        return PBTResult(state, jax.tree.map(members_first, reported), jax.tree.map(members_first, lineage))
 
     def _keep(self, state: PBTState) -> tuple[PBTState, Int[Array, " members"]]:
         return state, jnp.arange(self.population.size)

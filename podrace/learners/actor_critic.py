@@ -71,7 +71,7 @@ def merge_metrics(*metrics: UpdateMetrics) -> UpdateMetrics:
     """One step's metrics from those of its parts' steps: summed losses, every term, the
     norm of all gradients together."""
     terms = {name: value for m in metrics for name, value in m.terms.items()}
-    grad_norm = jnp.sqrt(sum(jnp.square(m.grad_norm) for m in metrics))
+    grad_norm = optax.tree.norm([m.grad_norm for m in metrics])
     return UpdateMetrics(jnp.sum(jnp.stack([m.loss for m in metrics])), terms, grad_norm)
 
 
