@@ -390,21 +390,28 @@ def test_missing_envpool_raises_an_install_hint(monkeypatch):
 
 
 @pytest.mark.slow
-def test_ppo_solves_envpool_cartpole():
-    # The bar is 9 of seeds 0-9; this is seed 0, at the settings that solve
-    # podrace's JAX CartPole (the registry's tuned PPO).
+def test_ppo_solves_envpool_cartpole_on_seeds_0_to_9():
+    # At the settings that solve podrace's JAX CartPole (the registry's tuned PPO). A pool
+    # cannot be vmapped, so the seeds train one after another, each in pools of its own.
     tuned = pr.configs.registry.TUNED[("cartpole", "ppo")]
     config = tuned.config
-    pipeline = config.pipeline(pr.envs.EnvPoolEnv("CartPole-v1"), jax.random.key(0))
-    result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=config.updates_per_call)
-    for _ in range(config.num_updates // config.updates_per_call - 1):
-        result = pipeline.train(result.state, num_updates=config.updates_per_call)
-    # Evaluated in a pool of its own: training's pool cannot be shared.
-    episodes = pr.evaluate(
-        pr.envs.EnvPoolEnv("CartPole-v1", seed=1000),
-        pipeline.network_at(result.state),
-        config.evaluation_policy(),
-        num_episodes=16,
-        key=jax.random.key(2),
-    )
-    assert np.mean(episodes.returns) >= tuned.solved_at, (episodes.returns, result.summary())
+    returns = []
+    for seed in range(10):
+        pool_seed = 10_000 * seed  # EnvPool seeds environment i of a pool from seed + i
+        pipeline = config.pipeline(pr.envs.EnvPoolEnv("CartPole-v1", seed=pool_seed), jax.random.key(seed))
+        result = pipeline.train(pipeline.init(jax.random.key(seed + 100)), num_updates=config.updates_per_call)
+        for _ in range(config.num_updates // config.updates_per_call - 1):
+            result = pipeline.train(result.state, num_updates=config.updates_per_call)
+        # Evaluated in a pool of its own: training's pool cannot be shared.
+        episodes = pr.evaluate(
+            pr.envs.EnvPoolEnv("CartPole-v1", seed=pool_seed + 5_000),
+            pipeline.network_at(result.state),
+            config.evaluation_policy(),
+            num_episodes=16,
+            key=jax.random.key(seed + 200),
+        )
+        returns.append(float(np.mean(episodes.returns)))
+    solved = sum(value >= tuned.solved_at for value in returns)
+    per_seed = ", ".join(f"{seed}: {value:.4g}" for seed, value in enumerate(returns))
+    print(f"{solved}/10 seeds reach {tuned.solved_at} (by seed: {per_seed})")  # shown by pytest -rP
+    assert solved >= 9, per_seed
