@@ -28,7 +28,8 @@ INTRODUCTION = """\
 
 Each row is a recipe of [`podrace.recipes`][]: a published result, the published
 hyperparameters, and podrace's configuration built from them alone. `podrace reproduce
-NAME --seeds N` trains the recipe for N seeds as one compiled population, measures each
+NAME --seeds N` trains the recipe for N seeds as one compiled population (on EnvPool,
+whose pools cannot be vmapped, one seed after another, each on a pool of its own), measures each
 seed as the source measured it (the final policy's evaluation episodes with sampled
 actions for gymnax-blines, the last 100 training episodes for CleanRL, the evaluation
 episodes of the deterministic policy for RL Zoo and of the greedy one for purejaxql) and
@@ -68,7 +69,7 @@ def _published(recipe: recipes.Recipe) -> str:
 
 
 def _row(recipe: recipes.Recipe, runs: dict[str, reproduction.Reproduction]) -> str:
-    cells = [f"`{recipe.name}`", recipe.settings.algorithm, recipe.env_id, _published(recipe)]
+    cells = [f"`{recipe.name}`", recipe.settings.algorithm, f"{recipe.suite} {recipe.env_id}", _published(recipe)]
     cannot_fail = f"cannot fail: {recipe.cannot_fail}" if recipe.cannot_fail else ""
     if not runs:
         return "| " + " | ".join([*cells, "not measured yet", "", "", cannot_fail, "", ""]) + " |"
@@ -94,7 +95,7 @@ def main() -> None:
     }
     lines = [
         INTRODUCTION,
-        "| recipe | algorithm | gymnax env | published | podrace | seeds | threshold | verdict | 2-core CPU | GPU |",
+        "| recipe | algorithm | environment | published | podrace | seeds | threshold | verdict | 2-core CPU | GPU |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *(_row(recipe, runs[name]) for name, recipe in recipes.RECIPES.items()),
         "",

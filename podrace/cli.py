@@ -622,7 +622,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     except KeyError as error:
         raise ValueError(error.args[0]) from None
     published = recipe.published
-    print(f"{recipe.name}: {recipe.settings.algorithm} on gymnax {recipe.env_id}, {args.seeds} seeds")
+    print(f"{recipe.name}: {recipe.settings.algorithm} on {recipe.suite} {recipe.env_id}, {args.seeds} seeds")
     print(f"published: {_published_value(published)}")
     print(f"source: {published.source}")
     run = reproduction.reproduce(recipe, num_seeds=args.seeds, seed=args.seed)

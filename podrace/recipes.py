@@ -30,12 +30,13 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 
 from ._types import AbstractActionValues, Box, DeterministicAction, Discrete
 from ._validation import unknown_name
-from .envs import AbstractEnv, GymnaxEnv, TruncationAsTermination
+from .envs import AbstractEnv, EnvPoolEnv, GymnaxEnv, TruncationAsTermination
 from .executors.anakin import Anakin, observation_shape
 from .learners import DQNLearner, Learner, SACLearner, TD3Learner
 from .losses import CategoricalQLoss, PPOLoss, PQNLoss, QLearningLoss
 from .networks import (
     AbstractHead,
+    AbstractNetwork,
     ActorCriticNetwork,
     CategoricalQHead,
     ConvTorso,
@@ -256,7 +257,7 @@ def _action_size(action_space: Any) -> int:
     return action_space.shape[0]
 
 
-def _annealed_once_per_update(settings: "CleanRLPPO | CleanRLPQN", count: ArrayLike) -> Array:
+def _annealed_once_per_update(settings: "CleanRLPPO | CleanRLAtariPPO | CleanRLPQN", count: ArrayLike) -> Array:
     """CleanRL's `anneal_lr`: the learning rate times `1 - u / num_updates` in update `u`
     (of `update_epochs * num_minibatches` gradient steps), or constant without it."""
     if not settings.anneal_lr:
@@ -324,29 +325,118 @@ class CleanRLPPO(AbstractSettings):
             head=head,
             value_initialization=Orthogonal(1.0),
         )
-        loss = PPOLoss(
-            discount=self.gamma,
-            lambda_=self.gae_lambda,
-            clip_epsilon=self.clip_coef,
-            value_coefficient=self.vf_coef,
-            entropy_coefficient=self.ent_coef,
-            normalize_advantages=self.norm_adv,
-            clip_value=self.clip_vloss,
+        return Anakin(
+            env,
+            _cleanrl_ppo_learner(self, network, self.clip_vloss),
+            num_envs=self.num_envs,
+            rollout_length=self.num_steps,
         )
-        optimizer = optax.chain(
-            optax.clip_by_global_norm(self.max_grad_norm),
-            optax.scale_by_adam(eps=1e-5),
-            optax.scale_by_learning_rate(self.learning_rate_at),
+
+
+def _cleanrl_ppo_learner(
+    settings: "CleanRLPPO | CleanRLAtariPPO", network: AbstractNetwork, clip_value: bool
+) -> Learner:
+    """CleanRL's PPO update: the clipped objective with `clip_value` (`clip_vloss`), minibatches of single
+    transitions, gradients clipped by global norm, then Adam (eps 1e-5) at the settings' learning rate."""
+    loss = PPOLoss(
+        discount=settings.gamma,
+        lambda_=settings.gae_lambda,
+        clip_epsilon=settings.clip_coef,
+        value_coefficient=settings.vf_coef,
+        entropy_coefficient=settings.ent_coef,
+        normalize_advantages=settings.norm_adv,
+        clip_value=clip_value,
+    )
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(settings.max_grad_norm),
+        optax.scale_by_adam(eps=1e-5),
+        optax.scale_by_learning_rate(settings.learning_rate_at),
+    )
+    return Learner(
+        network,
+        Categorical(),
+        loss,
+        optimizer,
+        num_epochs=settings.update_epochs,
+        num_minibatches=settings.num_minibatches,
+        minibatches_of="transitions",
+    )
+
+
+@final
+class CleanRLAtariPPO(AbstractSettings):
+    """CleanRL's `ppo_atari_envpool_xla_jax_scan.py`: PPO on Atari through EnvPool, the
+    pool stepped inside the compiled program.
+
+    The Nature DQN network (Mnih et al., Nature 2015) shared by the policy and the value:
+    three convolutions without padding (32 of 8x8 with stride 4, 64 of 4x4 with stride 2,
+    64 of 3x3), then a dense layer of 512, all ReLU, over EnvPool's stack of four 84x84
+    grey frames divided by 255; orthogonal weights (gain `sqrt(2)`, 0.01 for the policy
+    layer, 1 for the value layer) and zero biases. Advantages standardised per minibatch,
+    the value loss unclipped, minibatches of single transitions; gradients clipped by
+    global norm, then Adam (eps 1e-5) at a learning rate annealed linearly to 0 once per
+    update. The environments are EnvPool's with `episodic_life=True, reward_clip=True`
+    (the recipe's `env_options`).
+
+    Where podrace differs: it bootstraps at EnvPool's time limit (`max_episode_steps`,
+    27,000 steps), which CleanRL treats as a termination.
+    """
+
+    total_timesteps: int
+    learning_rate: float
+    num_envs: int
+    num_steps: int
+    anneal_lr: bool
+    gamma: float
+    gae_lambda: float
+    num_minibatches: int
+    update_epochs: int
+    norm_adv: bool
+    clip_coef: float
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+
+    @property
+    def algorithm(self) -> str:
+        return "PPO (CleanRL, Atari)"
+
+    def learning_rate_at(self, count: ArrayLike) -> Array:
+        """The learning rate of gradient step `count`: with `anneal_lr`, `1 - u / num_updates` of it in update `u`."""
+        return _annealed_once_per_update(self, count)
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // (self.num_envs * self.num_steps)
+
+    def pipeline(self, env: AbstractEnv, key: PRNGKeyArray) -> Anakin:
+        if not isinstance(env.action_space, Discrete):
+            raise ValueError(
+                f"CleanRL's ppo_atari_envpool_xla_jax_scan.py takes discrete actions, got {env.action_space}."
+            )
+        torso_key, head_key = jax.random.split(key)
+        torso = ConvTorso(
+            observation_shape(env),
+            (32, 64, 64),
+            kernel_sizes=(8, 4, 3),
+            strides=(4, 2, 1),
+            padding="VALID",
+            hidden_sizes=(512,),
+            activation=jax.nn.relu,
+            observation_scale=1 / 255,
+            initialization=Orthogonal(math.sqrt(2)),
+            channels_first=True,
+            key=torso_key,
         )
-        learner = Learner(
-            network,
-            Categorical(),
-            loss,
-            optimizer,
-            num_epochs=self.update_epochs,
-            num_minibatches=self.num_minibatches,
-            minibatches_of="transitions",
+        head = PolicyLogitHead(
+            torso.output_size,
+            env.action_space.num_values,
+            with_value=True,
+            initialization=Orthogonal(0.01),
+            value_initialization=Orthogonal(1.0),
+            key=head_key,
         )
+        learner = _cleanrl_ppo_learner(self, FeedForwardNetwork(torso, head), clip_value=False)
         return Anakin(env, learner, num_envs=self.num_envs, rollout_length=self.num_steps)
 
 
@@ -831,7 +921,7 @@ class Recipe:
     **Arguments:**
 
     - `name`: the recipe's name (`podrace reproduce NAME`).
-    - `env_id`: the gymnax id of its environment.
+    - `env_id`: the id of its environment in `suite`.
     - `settings`: the published hyperparameters; they build the pipeline.
     - `published`: the published result.
     - `notes`: what else a reader should know (e.g. a published failure).
@@ -842,6 +932,10 @@ class Recipe:
         below the lowest return of its task, as when the published value is a uniformly
         random policy's return), or empty; the published-results page shows it on the
         recipe's row.
+    - `suite`: where the environment comes from: `"gymnax"` ([`podrace.envs.GymnaxEnv`][])
+        or `"envpool"` ([`podrace.envs.EnvPoolEnv`][], a pool of the pipeline's batch).
+    - `env_options`: the environment's options under its suite's names (EnvPool's
+        `episodic_life`, `reward_clip`, ...), as `(name, value)` pairs.
     """
 
     name: str
@@ -851,10 +945,29 @@ class Recipe:
     notes: str = ""
     truncation_as_termination: bool = False
     cannot_fail: str = ""
+    suite: Literal["gymnax", "envpool"] = "gymnax"
+    env_options: tuple[tuple[str, Any], ...] = ()
 
-    def env(self) -> AbstractEnv:
-        """The environment (needs gymnax: `pip install "podrace[gymnax]"`)."""
-        env = GymnaxEnv.make(self.env_id)
+    def __post_init__(self) -> None:
+        if self.suite == "envpool" and self.published.measure == "evaluation":
+            raise ValueError(
+                f"Recipe {self.name}: a recipe on EnvPool is measured on its training episodes (each seed trains "
+                "on a pool of its own, which no evaluation can share): give it measure='training'."
+            )
+
+    def env(self, seed: int = 0) -> AbstractEnv:
+        """The environment (needs gymnax, `pip install "podrace[gymnax]"`, or EnvPool,
+        `pip install "podrace[envpool]"`).
+
+        **Arguments:**
+
+        - `seed`: an EnvPool pool's seed (its environment `i` is seeded from `seed + i`);
+            a gymnax environment takes its randomness from the pipeline's keys instead.
+        """
+        if self.suite == "envpool":
+            env: AbstractEnv = EnvPoolEnv(self.env_id, seed=seed, **dict(self.env_options))
+        else:
+            env = GymnaxEnv.make(self.env_id, **dict(self.env_options))
         return TruncationAsTermination(env) if self.truncation_as_termination else env
 
 
@@ -993,6 +1106,30 @@ _CLEANRL = {
     "dqn": (CLEANRL_DQN, _CLEANRL_DQN_SOURCE),
     "c51": (CLEANRL_C51, _CLEANRL_C51_SOURCE),
 }
+
+
+CLEANRL_ATARI_PPO = CleanRLAtariPPO(
+    total_timesteps=10_000_000,
+    learning_rate=2.5e-4,
+    num_envs=8,
+    num_steps=128,
+    anneal_lr=True,
+    gamma=0.99,
+    gae_lambda=0.95,
+    num_minibatches=4,
+    update_epochs=4,
+    norm_adv=True,
+    clip_coef=0.1,
+    ent_coef=0.01,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+)
+"""CleanRL's `ppo_atari_envpool_xla_jax_scan.py` settings (10M steps, 40M frames)."""
+
+
+_CLEANRL_ATARI_PPO_SOURCE = (
+    "CleanRL docs/rl-algorithms/ppo.md, ppo_atari_envpool_xla_jax_scan.py (3 seeds); returns of training episodes"
+)
 
 
 def _cleanrl_recipe(
@@ -1152,6 +1289,16 @@ RECIPES: dict[str, Recipe] = {
             0.0,
             "A published failure: no seed reaches the flag in 500k steps.",
             _MOUNTAINCAR_AT_RANDOM,
+        ),
+        Recipe(
+            "cleanrl-ppo-atari-pong-v5",
+            "Pong-v5",
+            CLEANRL_ATARI_PPO,
+            Published(20.52, 0.32, 3, _CLEANRL_ATARI_PPO_SOURCE, "training", 100),
+            "CleanRL scores whole games with their unclipped rewards; Pong has no lives and rewards of +-1, so its "
+            "training episodes under episodic_life and reward_clip are those games.",
+            suite="envpool",
+            env_options=(("episodic_life", True), ("reward_clip", True)),
         ),
         _cleanrl_recipe("dqn", "CartPole-v1", 498.38, 2.29),
         _cleanrl_recipe("dqn", "Acrobot-v1", -88.89, 1.56),

@@ -15,6 +15,7 @@ import json
 import pathlib
 import platform
 import time
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import jax
@@ -23,9 +24,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ._version import __version__
+from .executors.anakin import Anakin
 from .executors.evaluation import random_policy_episodes
 from .executors.population import Population, evaluate_population
 from .recipes import RECIPES, Recipe
+from .results import TrainMetrics
 
 
 @final
@@ -132,12 +135,20 @@ def _last_episodes_mean(return_sums: np.ndarray, counts: np.ndarray, episodes: i
     return float(np.sum(return_sums[-last:]) / max(np.sum(counts[-last:]), 1))
 
 
+POOL_SEED_STRIDE = 10_000
+"""Seed `s` of a recipe on EnvPool steps the pool seeded from `POOL_SEED_STRIDE * s` (its
+environment `i` from that plus `i`), so that no two seeds share an environment's seed."""
+
+
 def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = True) -> Reproduction:
     """Trains a recipe for `num_seeds` seeds as one population and measures each seed as its source did.
 
     Seed `s` draws its network from `key(s)` and plays from the population's
-    `key(seed)` (member `s - seed` of [`podrace.Population.init`][]). The run is split
-    into about 20 calls, for the progress bar and the learning curves.
+    `key(seed)` (member `s - seed` of [`podrace.Population.init`][]). A recipe on
+    EnvPool ([`podrace.envs.EnvPoolEnv`][]) cannot be vmapped over seeds: each seed
+    trains in turn, on a pool of its own (seeded from `POOL_SEED_STRIDE * s`), playing
+    from `fold_in(key(seed), s)`. The run is split into about 20 calls, for the progress
+    bar and the learning curves.
 
     **Arguments:**
 
@@ -151,29 +162,43 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
     A [`podrace.reproduction.Reproduction`][].
     """
     start = time.perf_counter()
-    env = recipe.env()
     settings = recipe.settings
     seeds = tuple(range(seed, seed + num_seeds))
-    population = Population(lambda key: settings.pipeline(env, key), jax.vmap(jax.random.key)(jnp.asarray(seeds)))
-    member = population.member(0)
-    steps_per_update = member.num_envs * member.rollout_length
     call_sizes = _call_sizes(settings.num_updates)
-    state = population.init(jax.random.key(seed))
+    runs: Sequence[Anakin | Population]
+    on_pools = recipe.suite == "envpool"
+    if on_pools:
+        pipelines = [settings.pipeline(recipe.env(POOL_SEED_STRIDE * s), jax.random.key(s)) for s in seeds]
+        states = [
+            pipeline.init(jax.random.fold_in(jax.random.key(seed), s))
+            for pipeline, s in zip(pipelines, seeds, strict=True)
+        ]
+        runs, member = pipelines, pipelines[0]
+    else:
+        env = recipe.env()
+        population = Population(lambda key: settings.pipeline(env, key), jax.vmap(jax.random.key)(jnp.asarray(seeds)))
+        runs, states, member = [population], [population.init(jax.random.key(seed))], population.member(0)
+    steps_per_update = member.num_envs * member.rollout_length
     return_sums, counts, curves = [], [], []
     with tqdm(total=settings.num_updates * steps_per_update, unit="step", unit_scale=True, disable=not show) as bar:
         bar.set_description(recipe.name)
         for updates in call_sizes:
-            result = population.train(state, num_updates=updates)
-            state = result.state
-            return_sums.append(np.asarray(result.metrics.episode_return_sum))
-            counts.append(np.asarray(result.metrics.episodes_completed))
-            curves.append(np.asarray(result.metrics.mean_episode_return))
+            results = []
+            for index, run in enumerate(runs):
+                results.append(run.train(states[index], num_updates=updates))
+                states[index] = results[-1].state
+            # Each as [seeds, updates] (or [seeds]): a population's metrics have their members first.
+            return_sums.append(_by_seed(results, lambda metrics: metrics.episode_return_sum, on_pools))
+            counts.append(_by_seed(results, lambda metrics: metrics.episodes_completed, on_pools))
+            curves.append(_by_seed(results, lambda metrics: metrics.mean_episode_return, on_pools))
             bar.set_postfix(mean_return=f"{np.nanmean(curves[-1]):.3f}" if np.isfinite(curves[-1]).any() else "-")
             bar.update(updates * steps_per_update)
     published = recipe.published
-    evaluation_env = member.evaluation_env()
-    if published.measure == "evaluation":
-        networks = population.networks(state)
+    if published.measure == "evaluation":  # a population's (a recipe on EnvPool is measured in training)
+        (population,) = runs
+        assert isinstance(population, Population)
+        evaluation_env = member.evaluation_env()
+        networks = population.networks(states[0])
         episodes = evaluate_population(
             evaluation_env,
             networks,
@@ -187,7 +212,11 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
         scores = np.asarray(
             [_last_episodes_mean(s, c, published.episodes) for s, c in zip(sums, completed, strict=True)]
         )
-    random = random_policy_episodes(evaluation_env, num_episodes=200, key=jax.random.key(seed + 2_000_003))
+    # A bare environment: for EnvPool, a pool of its own (training's cannot be shared).
+    random_env = recipe.env(POOL_SEED_STRIDE * (seed + num_seeds)) if on_pools else None
+    random = random_policy_episodes(
+        random_env or member.evaluation_env(), num_episodes=200, key=jax.random.key(seed + 2_000_003)
+    )
     return Reproduction(
         recipe=recipe.name,
         seeds=seeds,
@@ -198,6 +227,14 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
         wall_seconds=time.perf_counter() - start,
         platform=_platform(),
     )
+
+
+def _by_seed(results: list[Any], metric: Callable[[TrainMetrics], Any], on_pools: bool) -> np.ndarray:
+    """A metric of one call's results, seeds first: the runs' of each seed on EnvPool, else the population's
+    (whose members come first)."""
+    if on_pools:
+        return np.stack([np.asarray(metric(result.metrics)) for result in results])
+    return np.asarray(metric(results[0].metrics))
 
 
 def _platform() -> str:

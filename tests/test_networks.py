@@ -606,6 +606,19 @@ def test_conv_torso_by_hand():
     np.testing.assert_allclose(torso(pixels), torso(pixels.astype(jnp.float32)), rtol=1e-6)
 
 
+def test_a_channels_first_conv_torso_equals_the_channels_last_one_on_the_moved_image():
+    key = jax.random.key(0)
+    options = dict(kernel_sizes=(3, 2), strides=(2, 1), padding="VALID", hidden_sizes=(5,))
+    last = pr.networks.ConvTorso((9, 7, 4), (3, 2), key=key, **options)
+    first = pr.networks.ConvTorso((4, 9, 7), (3, 2), channels_first=True, key=key, **options)
+    assert first.output_size == last.output_size
+    helpers.assert_trees_close(first.convs, last.convs, rtol=0, atol=0)
+    observation = helpers.normal(1, (9, 7, 4))
+    np.testing.assert_array_equal(first(jnp.moveaxis(observation, -1, 0)), last(observation))
+    with pytest.raises(ValueError, match=r"shape \(channels, height, width\), got \(9, 7\)"):
+        pr.networks.ConvTorso((9, 7), (3,), channels_first=True, key=key)
+
+
 def test_conv_torso_with_layer_norm_and_a_scaled_observation_by_hand():
     """Each layer normalised before its ReLU (a convolution's over its channels at each position), as flax's
     LayerNorm on a channels-last map; the observation scaled first."""

@@ -37,6 +37,7 @@ def test_every_recipe_spends_its_published_budget(name):
     budget = {
         recipes.GymnaxBlinesPPO: lambda s: s.num_train_steps,
         recipes.CleanRLPPO: lambda s: s.total_timesteps,
+        recipes.CleanRLAtariPPO: lambda s: s.total_timesteps,
         recipes.CleanRLDQN: lambda s: s.total_timesteps,
         recipes.CleanRLC51: lambda s: s.total_timesteps,
         recipes.CleanRLPQN: lambda s: s.total_timesteps,
@@ -179,6 +180,49 @@ def test_recipes_train_in_about_twenty_calls_with_a_shorter_last_one_where_no_di
     assert reproduction._call_sizes(1220) == [61] * 20
     assert reproduction._call_sizes(2441) == [123] * 19 + [104]  # purejaxql's MinAtar run: 2441 is prime
     assert reproduction._call_sizes(7) == [1] * 7
+
+
+def test_cleanrl_atari_ppo_recipe_builds_its_network_and_ppo_on_envpool():
+    pytest.importorskip("envpool")
+    recipe = recipes.RECIPES["cleanrl-ppo-atari-pong-v5"]
+    env = recipe.env()
+    assert isinstance(env, pr.envs.EnvPoolEnv) and dict(env.options) == {"episodic_life": True, "reward_clip": True}
+    member = _member(recipe)
+    assert (member.num_envs, member.rollout_length) == (8, 128)
+    learner = member.learner
+    assert isinstance(learner, pr.Learner)
+    assert (learner.num_epochs, learner.num_minibatches, learner.minibatches_of) == (4, 4, "transitions")
+    loss = recipe.settings.pipeline(env, jax.random.key(0)).learner.loss  # with its values
+    assert isinstance(loss, pr.losses.PPOLoss) and not loss.clip_value and loss.normalize_advantages
+    np.testing.assert_allclose([loss.clip_epsilon, loss.entropy_coefficient, loss.value_coefficient], [0.1, 0.01, 0.5])
+    # The Nature DQN torso over the four stacked 84x84 frames, channels first, shared by the two heads.
+    network = member.learner.network
+    assert isinstance(network, pr.networks.FeedForwardNetwork)
+    torso = network.torso
+    assert isinstance(torso, pr.networks.ConvTorso) and torso.channels_first
+    assert [conv.weight.shape for conv in torso.convs] == [(32, 4, 8, 8), (64, 32, 4, 4), (64, 64, 3, 3)]
+    assert [layer.weight.shape for layer in torso.layers] == [(512, 7 * 7 * 64)]
+    assert torso.observation_scale == 1 / 255 and network.head.value_head is not None
+
+
+def test_reproducing_a_recipe_on_envpool_trains_each_seed_on_a_pool_of_its_own(monkeypatch):
+    pytest.importorskip("envpool")
+    settings = dataclasses.replace(recipes.CLEANRL_PPO, total_timesteps=2 * 4 * 16, num_steps=16)
+    published = recipes.Published(500.0, 0.0, 3, "a test", "training", 5)
+    recipe = recipes.Recipe("envpool-cartpole", "CartPole-v1", settings, published, suite="envpool")
+    monkeypatch.setitem(recipes.RECIPES, recipe.name, recipe)
+    run = reproduction.reproduce(recipe, num_seeds=2, seed=3, show=False)
+    assert run.seeds == (3, 4) and len(run.scores) == 2 and np.shape(run.curves) == (2, 2)
+    assert run.env_steps == (64, 128) and 9 < run.random_return < 40
+    # Seed 4 alone, as `reproduce` trains it: the same pool seed and keys give the same episodes.
+    pipeline = settings.pipeline(recipe.env(reproduction.POOL_SEED_STRIDE * 4), jax.random.key(4))
+    state = pipeline.init(jax.random.fold_in(jax.random.key(3), 4))
+    for call in range(2):
+        result = pipeline.train(state, num_updates=1)
+        state = result.state
+        np.testing.assert_array_equal(run.curves[call][1], np.asarray(result.metrics.mean_episode_return))
+    with pytest.raises(ValueError, match="measured on its training episodes"):
+        dataclasses.replace(recipe, published=dataclasses.replace(published, measure="evaluation"))
 
 
 def test_cleanrl_dqn_recipe_builds_its_dqn():

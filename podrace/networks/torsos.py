@@ -116,19 +116,21 @@ def _per_layer(name: str, value: int | Sequence[int], num_layers: int) -> tuple[
 
 @final
 class ConvTorso(AbstractTorso):
-    """Convolutions over a channels-last image, then flattening and optional dense layers.
+    """Convolutions over an image, then flattening and optional dense layers.
 
     The observation is one `[height, width, channels]` image (as [`podrace.envs.Catch`][]
-    emits its `rows x columns x 1` board), cast to the parameters' dtype and multiplied
-    by `observation_scale`. Each convolution (square kernels, no dilation) is followed by
-    `activation`, as is each dense layer; with `layer_norm`, each output is normalised
-    before its activation (a convolution's over its channels at each position, as flax's
-    `LayerNorm` on a channels-last map). `output_size` is worked out at construction
-    from the shapes alone.
+    emits its `rows x columns x 1` board), or with `channels_first` one `[channels,
+    height, width]` image (EnvPool's and Gymnasium's stacked Atari frames), cast to the
+    parameters' dtype and multiplied by `observation_scale`. Each convolution (square
+    kernels, no dilation) is followed by `activation`, as is each dense layer; with
+    `layer_norm`, each output is normalised before its activation (a convolution's over
+    its channels at each position, as flax's `LayerNorm` on a channels-last map).
+    `output_size` is worked out at construction from the shapes alone.
 
     **Arguments:**
 
-    - `observation_shape`: the shape `(height, width, channels)` of one observation.
+    - `observation_shape`: the shape `(height, width, channels)` of one observation, or
+        `(channels, height, width)` with `channels_first`.
     - `channels`: the output channels of each convolution (at least one).
     - `kernel_sizes`: the kernel size of each convolution, or one for all.
     - `strides`: the stride of each convolution, or one for all.
@@ -145,6 +147,7 @@ class ConvTorso(AbstractTorso):
     - `initialization`: how every convolution's and dense layer's weights and bias are
         drawn (an [`podrace.networks.AbstractInitialization`][]; [`podrace.networks.Orthogonal`][]
         treats a convolution's weight as a matrix of output channels by inputs to one output).
+    - `channels_first`: whether the observation's channels come first.
     - `key`: initialisation randomness.
     """
 
@@ -153,6 +156,7 @@ class ConvTorso(AbstractTorso):
     norms: tuple[eqx.nn.LayerNorm, ...] | None
     activation: Callable[[Array], Array] = eqx.field(static=True)
     observation_scale: float = eqx.field(static=True)
+    channels_first: bool = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
 
     def __init__(
@@ -169,12 +173,12 @@ class ConvTorso(AbstractTorso):
         layer_norm: bool = False,
         layer_norm_eps: float = 1e-5,
         initialization: AbstractInitialization = FanInUniform(),
+        channels_first: bool = False,
         key: PRNGKeyArray,
     ):
+        layout = "(channels, height, width)" if channels_first else "(height, width, channels)"
         if len(observation_shape) != 3 or any(size <= 0 for size in observation_shape):
-            raise ValueError(
-                f"ConvTorso takes observations of shape (height, width, channels), got {tuple(observation_shape)}."
-            )
+            raise ValueError(f"ConvTorso takes observations of shape {layout}, got {tuple(observation_shape)}.")
         if not channels:
             raise ValueError("ConvTorso needs at least one convolution (channels is empty).")
         channels = _per_layer("channels", tuple(channels), len(channels))
@@ -188,7 +192,11 @@ class ConvTorso(AbstractTorso):
         if not (isinstance(observation_scale, int | float) and math.isfinite(observation_scale)):
             raise ValueError(f"ConvTorso: observation_scale must be a finite number, got {observation_scale!r}.")
 
-        height, width, in_channels = observation_shape
+        if channels_first:
+            in_channels, height, width = observation_shape
+        else:
+            height, width, in_channels = observation_shape
+        image_size = (height, width)
         convs = []
         for index, (out_channels, kernel_size, stride) in enumerate(zip(channels, kernel_sizes, strides, strict=True)):
             convs.append(
@@ -201,7 +209,7 @@ class ConvTorso(AbstractTorso):
             if height <= 0 or width <= 0:
                 raise ValueError(
                     f"ConvTorso: with VALID padding, the {kernel_size}x{kernel_size} kernel of convolution {index} "
-                    f"does not fit in what is left of the {tuple(observation_shape[:2])} observation; use smaller "
+                    f"does not fit in what is left of the {image_size} observation; use smaller "
                     "kernels or SAME."
                 )
             in_channels = out_channels
@@ -213,6 +221,7 @@ class ConvTorso(AbstractTorso):
         self.norms = _layer_norms("ConvTorso", (*channels, *hidden_sizes), layer_norm, layer_norm_eps)
         self.activation = activation
         self.observation_scale = float(observation_scale)
+        self.channels_first = channels_first
         self.output_size = hidden_sizes[-1] if hidden_sizes else height * width * in_channels
 
     def _normalised(self, index: int, x: Array) -> Array:
@@ -223,8 +232,10 @@ class ConvTorso(AbstractTorso):
             return self.norms[index](x)
         return jnp.moveaxis(jax.vmap(jax.vmap(self.norms[index]))(jnp.moveaxis(x, 0, -1)), -1, 0)
 
-    def __call__(self, observation: Shaped[Array, "height width channels"]) -> Float[Array, " output_size"]:
-        x = jnp.moveaxis(jnp.asarray(observation, self.convs[0].weight.dtype), -1, 0)
+    def __call__(self, observation: Shaped[Array, "_ _ _"]) -> Float[Array, " output_size"]:
+        x = jnp.asarray(observation, self.convs[0].weight.dtype)
+        if not self.channels_first:
+            x = jnp.moveaxis(x, -1, 0)
         if self.observation_scale != 1.0:
             x = self.observation_scale * x
         for index, conv in enumerate(self.convs):

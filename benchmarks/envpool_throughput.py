@@ -1,0 +1,157 @@
+"""Environment steps per second with EnvPool's environments: EnvPool's own rate with
+random actions, the limit of a run bound by its environment, against podrace stepping
+the same kind of pool inside its compiled programs, side by side in one process.
+
+Three programs, each over a pool of `--num-envs` environments on `--num-threads` threads:
+
+- `envpool`: EnvPool's Gymnasium pool (`envpool.make(..., env_type="gymnasium")`)
+  stepped from Python with uniformly random actions drawn by NumPy, each call stepping
+  the whole batch: the pool with no agent.
+- `adapter`: [`podrace.envs.EnvPoolEnv`][] with automatic resets, stepped by a compiled
+  `lax.scan` with uniformly random actions drawn inside it: what stepping the pool
+  through EnvPool's XLA interface costs.
+- `anakin-ppo`: [`podrace.Anakin`][] training PPO (`OnPolicyConfig`'s defaults, an MLP
+  torso of `--hidden`) on the pool: acting, the rollout and the updates in one
+  compiled call of `--updates` updates.
+- `anakin-cleanrl` (Atari only): the same with the recipe `cleanrl-ppo-atari-pong-v5`'s
+  PPO and network (CleanRL's `ppo_atari_envpool_xla_jax_scan.py`: the Nature DQN
+  convolutions, 4 epochs of 4 minibatches) at the same batch.
+
+The programs run in interleaved rounds after a first, untimed call each (the compiling
+one), and each keeps its best round. The last line gives each program's steps per
+second over `envpool`'s (`ratio_adapter=X ratio_anakin_ppo=Y ...`). An Atari step is
+`frame_skip` (4) emulator frames.
+"""
+
+import argparse
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+import podrace as pr
+
+
+def envpool_program(task_id: str, num_envs: int, num_threads: int, num_steps: int) -> Callable[[], int]:
+    """EnvPool's own pool, stepped from Python with random actions; returns the steps taken."""
+    import envpool
+
+    pool = envpool.make(task_id, env_type="gymnasium", num_envs=num_envs, num_threads=num_threads, seed=0)
+    num_actions = pool.action_space.n
+    generator = np.random.default_rng(0)
+    pool.reset()
+
+    def run() -> int:
+        for _ in range(num_steps):
+            pool.step(generator.integers(num_actions, size=num_envs, dtype=np.int32))
+        return num_steps * num_envs
+
+    return run
+
+
+def adapter_program(task_id: str, num_envs: int, num_threads: int, num_steps: int) -> Callable[[], int]:
+    """podrace's adapter of the same pool, stepped by a compiled scan with random actions."""
+    env = pr.envs.AutoReset(pr.envs.EnvPoolEnv(task_id, seed=0, num_threads=num_threads))
+
+    @jax.jit
+    def steps(carry):
+        def step(carry, _):
+            state, key = carry
+            key, action_key, step_key = jax.random.split(key, 3)
+            actions = jax.vmap(env.action_space.sample)(jax.random.split(action_key, num_envs))
+            state, timestep = jax.vmap(env.step)(state, actions, jax.random.split(step_key, num_envs))
+            return (state, key), timestep.reward.sum()
+
+        carry, rewards = jax.lax.scan(step, carry, length=num_steps)
+        return carry, rewards.sum()
+
+    state, _ = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), num_envs))
+    carry = [(state, jax.random.key(1))]
+
+    def run() -> int:
+        carry[0], total = steps(carry[0])
+        jax.block_until_ready(total)
+        return num_steps * num_envs
+
+    return run
+
+
+def anakin_program(
+    task_id: str, num_envs: int, num_threads: int, rollout_length: int, num_updates: int, hidden: tuple[int, ...]
+) -> Callable[[], int]:
+    """podrace's Anakin PPO on the same pool: `num_updates` updates a call."""
+    config = pr.configs.OnPolicyConfig(algorithm="ppo", num_envs=num_envs, rollout_length=rollout_length, hidden=hidden)
+    pipeline = config.pipeline(pr.envs.EnvPoolEnv(task_id, seed=0, num_threads=num_threads), jax.random.key(0))
+    state = [pipeline.init(jax.random.key(1))]
+
+    def run() -> int:
+        result = pipeline.train(state[0], num_updates=num_updates, metrics=())
+        jax.block_until_ready(result.state)
+        state[0] = result.state
+        return num_updates * pipeline.frames_per_update
+
+    return run
+
+
+def cleanrl_program(task_id: str, num_envs: int, num_threads: int, rollout_length: int, num_updates: int):
+    """The recipe's CleanRL Atari PPO on the same pool: `num_updates` updates a call."""
+    settings = dataclasses.replace(pr.recipes.CLEANRL_ATARI_PPO, num_envs=num_envs, num_steps=rollout_length)
+    env = pr.envs.EnvPoolEnv(task_id, seed=0, num_threads=num_threads, episodic_life=True, reward_clip=True)
+    pipeline = settings.pipeline(env, jax.random.key(0))
+    state = [pipeline.init(jax.random.key(1))]
+
+    def run() -> int:
+        result = pipeline.train(state[0], num_updates=num_updates, metrics=())
+        jax.block_until_ready(result.state)
+        state[0] = result.state
+        return num_updates * pipeline.frames_per_update
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="EnvPool steps per second: its own, and through podrace.")
+    parser.add_argument("--env", default="Pong-v5", help="an EnvPool id (CartPole-v1, Pong-v5, ...)")
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--num-threads", type=int, default=os.cpu_count() or 1, help="the pool's threads")
+    parser.add_argument("--rollout", type=int, default=32, help="PPO's environment steps per update")
+    parser.add_argument("--updates", type=int, default=4, help="PPO's updates per compiled call")
+    parser.add_argument("--hidden", default="64,64", help="PPO's MLP torso")
+    parser.add_argument("--rounds", type=int, default=5, help="timed calls per program, interleaved")
+    args = parser.parse_args(argv)
+    hidden = tuple(int(size) for size in args.hidden.split(","))
+    num_steps = args.rollout * args.updates  # the same steps a call for every program
+    programs = {
+        "envpool": envpool_program(args.env, args.num_envs, args.num_threads, num_steps),
+        "adapter": adapter_program(args.env, args.num_envs, args.num_threads, num_steps),
+        "anakin-ppo": anakin_program(args.env, args.num_envs, args.num_threads, args.rollout, args.updates, hidden),
+    }
+    if len(pr.envs.EnvPoolEnv(args.env).observation_shape.shape) == 3:  # frames: Atari
+        programs["anakin-cleanrl"] = cleanrl_program(
+            args.env, args.num_envs, args.num_threads, args.rollout, args.updates
+        )
+    print(f"{args.env}: {args.num_envs} environments, {args.num_threads} threads, {num_steps} steps a call")
+    for name, run in programs.items():
+        start = time.perf_counter()
+        run()
+        print(f"{name}: first call {time.perf_counter() - start:.2f} s")
+    best = dict.fromkeys(programs, 0.0)
+    for _ in range(args.rounds):
+        for name, run in programs.items():
+            start = time.perf_counter()
+            steps = run()
+            best[name] = max(best[name], steps / (time.perf_counter() - start))
+    for name, rate in best.items():
+        print(f"{name}: {rate:,.0f} steps/s")
+    print(
+        " ".join(
+            f"ratio_{name.replace('-', '_')}={best[name] / best['envpool']:.3f}" for name in best if name != "envpool"
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
