@@ -133,3 +133,18 @@ def test_the_family_of_the_docs_written_outside_the_library_trains():
     pipeline = namespace["pipeline"]
     result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=1)
     assert np.isfinite(float(result.metrics.update.loss[-1]))
+
+
+def test_the_nature_torso_reads_channels_first_frames_and_refuses_other_observations():
+    config = configs.config("ppo", torso="nature", hidden=(512,), activation="relu")
+    network = config.network(pr.Discrete(6), (4, 84, 84), jax.random.key(0))
+    assert isinstance(network, pr.networks.FeedForwardNetwork)
+    torso = network.torso
+    assert isinstance(torso, pr.networks.ConvTorso) and torso.channels_first and torso.output_size == 512
+    assert [conv.weight.shape for conv in torso.convs] == [(32, 4, 8, 8), (64, 32, 4, 4), (64, 64, 3, 3)]
+    output, _ = network(jax.numpy.zeros((4, 84, 84), jax.numpy.uint8), network.initial_carry())
+    assert output.logits.shape == (6,)
+    with pytest.raises(ValueError, match=r"frames of shape \(channels, height, width\).*\(4,\): use the mlp torso"):
+        config.network(pr.Discrete(2), (4,), jax.random.key(0))
+    with pytest.raises(ValueError, match="must be one of mlp, nature"):
+        configs.torso_head.torso_name("cnn")
