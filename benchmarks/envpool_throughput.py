@@ -2,7 +2,7 @@
 random actions, the limit of a run bound by its environment, against podrace stepping
 the same kind of pool inside its compiled programs, side by side in one process.
 
-Three programs, each over a pool of `--num-envs` environments on `--num-threads` threads:
+The programs, each over a pool of `--num-envs` environments on `--num-threads` threads:
 
 - `envpool`: EnvPool's Gymnasium pool (`envpool.make(..., env_type="gymnasium")`)
   stepped from Python with uniformly random actions drawn by NumPy, each call stepping
@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--updates", type=int, default=4, help="PPO's updates per compiled call")
     parser.add_argument("--hidden", default="64,64", help="PPO's MLP torso")
     parser.add_argument("--rounds", type=int, default=5, help="timed calls per program, interleaved")
+    parser.add_argument("--no-cleanrl", action="store_true", help="leave out anakin-cleanrl (minutes to compile)")
     args = parser.parse_args(argv)
     hidden = tuple(int(size) for size in args.hidden.split(","))
     num_steps = args.rollout * args.updates  # the same steps a call for every program
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         "adapter": adapter_program(args.env, args.num_envs, args.num_threads, num_steps),
         "anakin-ppo": anakin_program(args.env, args.num_envs, args.num_threads, args.rollout, args.updates, hidden),
     }
-    if len(pr.envs.EnvPoolEnv(args.env).observation_shape.shape) == 3:  # frames: Atari
+    if not args.no_cleanrl and len(pr.envs.EnvPoolEnv(args.env).observation_shape.shape) == 3:  # Atari
         programs["anakin-cleanrl"] = cleanrl_program(
             args.env, args.num_envs, args.num_threads, args.rollout, args.updates
         )
