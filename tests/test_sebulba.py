@@ -1,12 +1,14 @@
 """Sebulba: actor threads on host environments, the learner on devices of its own."""
 
 import _thread
+import contextlib
 import itertools
 import os
 import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import gymnasium
 import jax
@@ -232,6 +234,41 @@ def test_sebulba_keeps_the_pipeline_contract(tmp_path):
     pipeline.close()
 
 
+def _envpool_collectors(learner, num_envs, rollout_length, seed):
+    """Two collectors of EnvPool's CartPole pools through `envpool.make_gymnasium`."""
+    envpool = pytest.importorskip("envpool", reason="EnvPool is not installed: pip install 'podrace[envpool]'")
+    return [
+        GymnasiumCollector(
+            envpool.make_gymnasium("CartPole-v1", num_envs=num_envs, seed=1000 * seed + num_envs * slot),
+            learner,
+            rollout_length=rollout_length,
+            key=jax.random.fold_in(jax.random.key(seed), slot),
+        )
+        for slot in range(2)
+    ]
+
+
+@contextlib.contextmanager
+def _quiet_envpool_spaces():
+    """Silences Gymnasium's warning that EnvPool's float64 bounds of CartPole's float32 `Box` are cast."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*precision lowered by casting to float32", UserWarning)
+        yield
+
+
+def test_envpool_pools_feed_sebulba_through_their_gymnasium_interface():
+    learner = _learner()
+    with _quiet_envpool_spaces():
+        pipeline = pr.Sebulba(learner, _envpool_collectors(learner, NUM_ENVS, ROLLOUT, seed=0))
+        result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=30)
+        pipeline.close()
+    np.testing.assert_array_equal(result.state.actor_steps, [30 * NUM_ENVS * ROLLOUT] * 2)
+    np.testing.assert_array_equal(result.state.actor_steps, result.state.learnt_steps)
+    # CartPole's reward is 1 a step: whole episodes return their length, a reset step counts for none.
+    assert int(result.metrics.episodes_completed.sum()) > 10
+    assert float(result.metrics.episode_return_sum.sum()) == int(result.metrics.episode_length_sum.sum())
+
+
 _DEVICES_SCRIPT = """
 import jax
 import numpy as np
@@ -295,23 +332,28 @@ def test_actor_and_learner_devices_on_forced_cpu_devices():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
-def test_ppo_solves_cartpole_through_sebulba(seed):
+@pytest.mark.parametrize("pools", ["gymnasium", "envpool"])
+def test_ppo_solves_cartpole_through_sebulba(pools, seed):
     # `podrace train cartpole ppo`'s settings, its 8 environments in two actor threads.
     config = configs.default_config("cartpole", "ppo")
     learner = config.learner(pr.Discrete(2), (4,), jax.random.key(seed))
-    collectors = [
-        GymnasiumCollector(
-            gymnasium.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"),
-            learner,
-            rollout_length=config.rollout_length,
-            key=jax.random.fold_in(jax.random.key(seed), slot),
-            seed=1000 * seed + 4 * slot,
-        )
-        for slot in range(2)
-    ]
-    pipeline = pr.Sebulba(learner, collectors)
-    result = pipeline.train(pipeline.init(jax.random.key(seed)), num_updates=config.num_updates)
-    evaluation = pr.Evaluation(pr.policies.Mode(), num_episodes=8, key=jax.random.key(seed), max_steps=500)
-    returns = pipeline.evaluate(result.state, evaluation).returns
-    pipeline.close()
+    with _quiet_envpool_spaces():
+        if pools == "envpool":
+            collectors = _envpool_collectors(learner, 4, config.rollout_length, seed)
+        else:
+            collectors = [
+                GymnasiumCollector(
+                    gymnasium.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"),
+                    learner,
+                    rollout_length=config.rollout_length,
+                    key=jax.random.fold_in(jax.random.key(seed), slot),
+                    seed=1000 * seed + 4 * slot,
+                )
+                for slot in range(2)
+            ]
+        pipeline = pr.Sebulba(learner, collectors)
+        result = pipeline.train(pipeline.init(jax.random.key(seed)), num_updates=config.num_updates)
+        evaluation = pr.Evaluation(pr.policies.Mode(), num_episodes=8, key=jax.random.key(seed), max_steps=500)
+        returns = pipeline.evaluate(result.state, evaluation).returns
+        pipeline.close()
     assert float(np.mean(returns)) >= configs.TUNED["cartpole", "ppo"].solved_at, np.asarray(returns)

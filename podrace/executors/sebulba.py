@@ -34,9 +34,10 @@ Requires the `gymnasium` extra: `pip install 'podrace[gymnasium]'`.
 """
 
 import dataclasses
+import functools
 import queue
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 import equinox as eqx
@@ -134,10 +135,10 @@ class _Rollout:
 class _ActorThreads(AbstractExperienceSource[_Rollout]):
     """One thread per collector, acting on its actor device; a round is one rollout of every thread.
 
-    A thread takes the agents to act with from its own queue (at most `max_staleness + 1`
-    are ever there, by the schedule) and puts its rollouts, moved to the learner devices,
-    in a queue of at most `max(max_staleness, 1)`. The first error of a thread stops them
-    all; `gather` raises it.
+    Each thread takes the agents to act with from a queue of its own and puts its rollouts,
+    moved to the learner devices, in a queue of at most `max(max_staleness, 1)` (the
+    schedule never has more agents waiting either). The first error of a thread stops
+    them all; `gather` raises it.
     """
 
     def __init__(
@@ -167,7 +168,10 @@ class _ActorThreads(AbstractExperienceSource[_Rollout]):
             agents.put((on_device[device], version))
 
     def gather(self) -> list[_Rollout]:
-        return [self._wait(rollouts.get, queue.Empty) for rollouts in self._rollouts]
+        rollouts = [self._poll(rollouts.get, queue.Empty) for rollouts in self._rollouts]
+        if self._errors:  # the threads stop on an error only
+            raise self._errors[0]
+        return rollouts
 
     def discard_pending(self) -> None:
         self._stop.set()
@@ -178,36 +182,29 @@ class _ActorThreads(AbstractExperienceSource[_Rollout]):
         for thread in self._threads:
             thread.join()
 
-    def _wait(self, take: Any, empty: type[Exception]) -> Any:
-        """`take(timeout=...)` until it gives; raises a thread's error meanwhile."""
-        while True:
-            if self._errors:
-                raise self._errors[0]
+    def _poll(self, call: Callable[..., Any], busy: type[Exception]) -> Any:
+        """`call(timeout=...)` until it does not raise `busy`; `None` once the threads are stopped."""
+        while not self._stop.is_set():
             try:
-                return take(timeout=_POLL_SECONDS)
-            except empty:
+                return call(timeout=_POLL_SECONDS)
+            except busy:
                 pass
+        return None
 
     def _act(self, slot: int) -> None:
         collector, agents, rollouts = self._collectors[slot], self._agents[slot], self._rollouts[slot]
         steps = collector.rollout_length * collector.num_envs
         try:
             with jax.default_device(self._devices[slot]):
-                while not self._stop.is_set():
-                    try:
-                        agent, version = agents.get(timeout=_POLL_SECONDS)
-                    except queue.Empty:
-                        continue
+                while (work := self._poll(agents.get, queue.Empty)) is not None:
+                    agent, version = work
                     trajectory, episodes = collector.collect(agent)
                     self.steps[slot] += steps
-                    parts = (trajectory.timestep, trajectory.policy_step, trajectory.carry)
-                    rollout = _Rollout(Trajectory(*jax.device_put(parts, self._placement)), episodes, version, steps)
-                    while not self._stop.is_set():
-                        try:
-                            rollouts.put(rollout, timeout=_POLL_SECONDS)
-                            break
-                        except queue.Full:
-                            pass
+                    parts = jax.device_put(
+                        (trajectory.timestep, trajectory.policy_step, trajectory.carry), self._placement
+                    )
+                    rollout = _Rollout(Trajectory(*parts), episodes, version, steps)
+                    self._poll(functools.partial(rollouts.put, rollout), queue.Full)
         except BaseException as error:  # raised in the caller by `gather`
             self._errors.append(error)
             self._stop.set()
@@ -239,7 +236,7 @@ class Sebulba(AbstractPipeline[SebulbaState]):
 
     **Arguments:**
 
-    - `learner`: the learner, unchanged (PPO, V-trace, PQN, DQN, the actor-critics).
+    - `learner`: the learner, any of podrace's, unchanged.
     - `collectors`: one [`podrace.executors.host.GymnasiumCollector`][] per actor thread,
         built for `learner`, all with the same `rollout_length`.
     - `actor_devices`: the devices the threads act on; by default the first local device.
