@@ -10,6 +10,7 @@ import threading
 import time
 import warnings
 
+import equinox as eqx
 import gymnasium
 import jax
 import numpy as np
@@ -148,20 +149,35 @@ def test_a_failing_environment_stops_every_thread_and_is_raised():
     _assert_stops(pipeline, RuntimeError, "the environment broke", failed_at)
 
 
-def test_a_failing_actor_stops_every_thread_and_is_raised():
-    learner = _learner()
-    counts, failed_at = [0, 0], []
-    collectors = [_collector(learner, slot, counts=counts) for slot in range(2)]
-    collect = collectors[0].collect
+_POLICY_FAILURES: list[float] = []
 
-    def failing_collect(agent):  # the actor fails on its fourth rollout
-        if not failed_at and counts[0] >= 3 * ROLLOUT * NUM_ENVS:
-            failed_at.append(time.monotonic())
+
+class _FailingPolicy(pr.policies.AbstractPolicy):
+    """Categorical, but raising when it acts in an actor thread (noting when in `_POLICY_FAILURES`)."""
+
+    input_type = pr.PolicyLogits
+
+    def distribution(self, output):
+        return pr.policies.Categorical().distribution(output)
+
+    def __call__(self, output, key):
+        if threading.current_thread().name.startswith("podrace-sebulba"):
+            _POLICY_FAILURES.append(time.monotonic())
             raise ValueError("the policy broke")
-        return collect(agent)
+        return pr.policies.Categorical()(output, key)
 
-    collectors[0].collect = failing_collect
-    _assert_stops(pr.Sebulba(learner, collectors), ValueError, "the policy broke", failed_at)
+    def check_action_space(self, action_space):
+        pr.policies.Categorical().check_action_space(action_space)
+
+    def action(self, output):
+        return pr.policies.Categorical().action(output)
+
+
+def test_a_failing_policy_stops_every_thread_and_is_raised():
+    learner = eqx.tree_at(lambda learner: learner.policy, _learner(), _FailingPolicy())
+    _POLICY_FAILURES.clear()
+    pipeline = pr.Sebulba(learner, [_collector(learner, slot) for slot in range(2)])
+    _assert_stops(pipeline, ValueError, "the policy broke", _POLICY_FAILURES)
 
 
 def test_a_keyboard_interrupt_stops_every_thread_and_is_raised():
