@@ -329,8 +329,10 @@ with pytest.raises(ValueError, match="cannot be split over 3 learner devices"):
     pr.Sebulba(learner, [_collector(learner, 0, num_envs=4)], actor_devices=d[:1], learner_devices=d[1:])
 with pytest.raises(ValueError, match="cannot be spread evenly over 2 actor devices"):
     pr.Sebulba(learner, [_collector(learner, 0)], actor_devices=d[:2], learner_devices=d[2:])
-default = pr.Sebulba(learner, [_collector(learner, 0)], learner_devices=d[2:])
-assert default.actor_devices == (d[0],)
+# By default the actors act on the first device, the learner on the others.
+assert pr.Sebulba(learner, [_collector(learner, 0)], learner_devices=d[2:]).actor_devices == (d[0],)
+default = pr.Sebulba(learner, [_collector(learner, 0, num_envs=3)], actor_devices=[d[3]])
+assert default.learner_mesh.devices.tolist() == d[:3]
 print("equal")
 """
 

@@ -240,8 +240,8 @@ class Sebulba(AbstractPipeline[SebulbaState]):
     - `collectors`: one [`podrace.executors.host.GymnasiumCollector`][] per actor thread,
         built for `learner`, all with the same `rollout_length`.
     - `actor_devices`: the devices the threads act on; by default the first local device.
-    - `learner_devices`: the devices the learner updates on; by default the other local
-        devices, or the one device there is.
+    - `learner_devices`: the devices the learner updates on; by default the local devices
+        that are not actor devices, or the one device there is.
     - `max_staleness`: how many updates old the parameters that collect a trajectory may
         be when the learner takes it (0: on-policy, acting and learning alternate).
     """
@@ -264,7 +264,11 @@ class Sebulba(AbstractPipeline[SebulbaState]):
         local = jax.local_devices()
         actor_devices = _devices("Sebulba", "actor_devices", local[:1] if actor_devices is None else actor_devices)
         learner_devices = _devices(
-            "Sebulba", "learner_devices", (local[1:] or local) if learner_devices is None else learner_devices
+            "Sebulba",
+            "learner_devices",
+            ([device for device in local if device not in actor_devices] or local)
+            if learner_devices is None
+            else learner_devices,
         )
         if len(local) > 1 and set(actor_devices) & set(learner_devices):
             raise ValueError(
