@@ -58,6 +58,7 @@ from .executors.normalization import (
 )
 from .executors.pbt import PBT as PBT
 from .executors.population import Population as Population, evaluate_population as evaluate_population
+from .executors.sebulba import Sebulba as Sebulba, SebulbaState as SebulbaState
 from .learners import Learner as Learner, LearnerState as LearnerState
 from .results import (
     EvaluationResult as EvaluationResult,

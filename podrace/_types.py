@@ -821,12 +821,18 @@ class Trajectory(eqx.Module):
 
     @classmethod
     def concatenate(cls, trajectories: "Sequence[Trajectory]") -> "Trajectory":
-        """Batches `[T + 1, B_i]` side by side, as one batch `[T + 1, sum B_i]`: joined on
-        the host and moved to the default device in one transfer per array."""
+        """Batches `[T + 1, B_i]` side by side, as one batch `[T + 1, sum B_i]`. NumPy
+        arrays are joined on the host and moved to the default device in one transfer per
+        array; JAX arrays (or values inside a compiled program) are joined where they are."""
+
+        def join(leaves: tuple[Any, ...], axis: int) -> Array:
+            if all(isinstance(leaf, np.ndarray) for leaf in leaves):
+                return jnp.asarray(np.concatenate(leaves, axis=axis))
+            return jnp.concatenate(leaves, axis=axis)
 
         def side_by_side(index: int) -> PyTree[Array]:
             parts = [(t.timestep, t.policy_step, t.carry)[index] for t in trajectories]
             axis = cls._BATCH_AXES[index]
-            return jax.tree.map(lambda *x: jnp.asarray(np.concatenate(x, axis=axis)), *parts)
+            return jax.tree.map(lambda *x: join(x, axis), *parts)
 
         return Trajectory(*(side_by_side(index) for index in range(3)))

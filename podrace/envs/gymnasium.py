@@ -72,5 +72,6 @@ def vector_env_spaces(envs: Any) -> tuple[AbstractSpace, jax.ShapeDtypeStruct, s
     if not isinstance(observation_space, Box):
         raise ValueError(f"podrace takes Box observations from Gymnasium, got {envs.single_observation_space}.")
     observation = jax.ShapeDtypeStruct(observation_space.shape, observation_space.dtype)
-    env_name = f"the Gymnasium env {envs.spec.id if envs.spec else type(envs).__name__}"
+    # EnvPool's Gymnasium pools have a spec of their own, without an id.
+    env_name = f"the Gymnasium env {getattr(envs.spec, 'id', None) or type(envs).__name__}"
     return space_from_gymnasium(envs.single_action_space), observation, env_name

@@ -8,6 +8,9 @@
   updates, in the same compiled program).
 - `host`: host environments (Gymnasium) feeding a learner on
   the device.
+- `sebulba`: actor threads stepping host environments on actor devices,
+  their trajectories learnt from on learner devices of their own (the Sebulba
+  architecture).
 - `ray_actors`: host environments in Ray actors (other processes or
   machines), returning trajectories or gradients to a learner on the driver
   (needs the `ray` extra; Ray is imported when a pool is built).
@@ -33,7 +36,19 @@ from . import (
     pipeline as pipeline,
     population as population,
     ray_actors as ray_actors,
+    sebulba as sebulba,
 )
 
 
-__all__ = ["actor", "anakin", "evaluation", "host", "normalization", "pbt", "pipeline", "population", "ray_actors"]
+__all__ = [
+    "actor",
+    "anakin",
+    "evaluation",
+    "host",
+    "normalization",
+    "pbt",
+    "pipeline",
+    "population",
+    "ray_actors",
+    "sebulba",
+]

@@ -370,6 +370,14 @@ def train_steps(
     return jax.lax.scan(one_update, state, length=num_updates)
 
 
+def learner_specs(learner: AbstractLearner, learner_state: PyTree[Array], axis: str) -> PyTree[PartitionSpec]:
+    """How a learner state is laid out over a one-axis mesh: replicated, but for the
+    learner's per-device parts (`learner.device_local`), split along axis 0 over `axis`."""
+    return jax.tree.map(
+        lambda local: PartitionSpec(axis) if local else PartitionSpec(), learner.device_local(learner_state)
+    )
+
+
 @final
 class Anakin(AbstractPipeline[AnakinState]):
     """An on-device training pipeline for an environment and a learner.
@@ -490,11 +498,8 @@ class Anakin(AbstractPipeline[AnakinState]):
         )
 
     def _learner_specs(self, learner_state: PyTree[Array]) -> PyTree[PartitionSpec]:
-        """Replicated, but for the learner's per-device parts (split along axis 0)."""
         (axis,) = self.mesh.axis_names
-        return jax.tree.map(
-            lambda local: PartitionSpec(axis) if local else PartitionSpec(), self.learner.device_local(learner_state)
-        )
+        return learner_specs(self.learner, learner_state, axis)
 
     def train(
         self,

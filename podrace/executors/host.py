@@ -135,6 +135,15 @@ class EpisodeStatistics:
     returns: np.ndarray
     lengths: np.ndarray
 
+    @classmethod
+    def concatenate(cls, statistics: "Iterable[EpisodeStatistics]") -> "EpisodeStatistics":
+        """The episodes of several rollouts (of several actors, say), in order."""
+        statistics = list(statistics)
+        return cls(
+            np.concatenate([episodes.returns for episodes in statistics]),
+            np.concatenate([episodes.lengths for episodes in statistics]),
+        )
+
 
 @final
 class _EpisodeTracker:

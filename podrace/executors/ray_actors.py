@@ -560,10 +560,7 @@ def _check_start(name: str, num_updates: int, max_lag: int, pool: AbstractRayAct
 
 
 def _episodes(results: list[RayRollout] | list[RayGradient]) -> EpisodeStatistics:
-    return EpisodeStatistics(
-        np.concatenate([result.episodes.returns for result in results]),
-        np.concatenate([result.episodes.lengths for result in results]),
-    )
+    return EpisodeStatistics.concatenate(result.episodes for result in results)
 
 
 def _batch(rollouts: list[RayRollout]) -> Trajectory:
