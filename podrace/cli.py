@@ -27,13 +27,15 @@ import jax
 import numpy as np
 
 from . import configs, distributed
+from ._validation import unknown_name
 from ._version import __version__
 from .checkpoint import Checkpointer
 from .compilation import CACHE_VARIABLE, default_compilation_cache, enable_compilation_cache
 from .configs.base import flag_name, non_negative_int, positive_float, positive_int, whole_number
 from .envs import AbstractEnv, NormalizeObservation
 from .envs._packages import import_package
-from .envs.names import GYMNASIUM_PREFIX, check_env_name, env_names_help
+from .envs.from_envpool import quiet_envpool_spaces
+from .envs.names import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, check_env_name, env_names_help
 from .executors.evaluation import Evaluation
 from .executors.pipeline import AbstractPipeline
 from .export import FORMATS, export_policy
@@ -85,11 +87,23 @@ _positive_int = _flag_type(positive_int)
 _non_negative_int = _flag_type(non_negative_int)
 _positive_float = _flag_type(positive_float)
 
+
+def _executor_name(text: str) -> str:
+    if text not in configs.EXECUTORS:
+        raise ValueError(unknown_name("executor", text, configs.EXECUTORS))
+    return text
+
+
 # The flags of a run that are not its configuration's: (field of `configs.Run`, type, help).
 _RUN_FLAGS: dict[str, list[tuple[str, Callable[[str], Any] | None, str]]] = {
     "seeds": [
         ("seed", _whole_number, "seed of the networks and the run (the first seed, with --seeds)"),
         ("seeds", _positive_int, "train this many seeds side by side as one population"),
+    ],
+    "executors (by default Anakin, or the host collector for gymnasium:ID)": [
+        ("executor", _flag_type(_executor_name), "what runs the learner: anakin, host or sebulba"),
+        ("actor_threads", _positive_int, "sebulba: actor threads, each stepping num_envs / actor_threads environments"),
+        ("actor_devices", _positive_int, "sebulba: the first local devices act, the learner updates on the others"),
     ],
     "population-based training (of the learning rate, with --seeds 4 or more)": [
         ("pbt", None, "exploit and explore: the lowest quarter copy the top quarter and perturb its learning rate"),
@@ -338,7 +352,11 @@ def _print_settings(run: configs.Run, say: Callable[..., None]) -> None:
     algorithm = run.config.algorithm
     defaults = "tuned" if (run.env, algorithm) in configs.TUNED else "generic"
     say(f"{run.env} {algorithm} ({defaults} defaults, {type(run.config).__name__}):")
-    own = {"seed": run.seed, "seeds": run.seeds}
+    own: dict[str, Any] = {"seed": run.seed, "seeds": run.seeds}
+    if run.executor is not None:
+        own |= {"executor": run.executor}
+    if run.executor == "sebulba":
+        own |= {"actor_threads": run.actor_threads, "actor_devices": run.actor_devices}
     if run.pbt:
         own |= {"pbt": run.pbt, "pbt_interval": run.pbt_interval, "pbt_learning_rates": run.pbt_learning_rates}
     settings = own | {name: value for name, value in configs.settings_of(run.config).items() if name != "algorithm"}
@@ -362,33 +380,61 @@ def _join_processes(args: argparse.Namespace) -> None:
     )
 
 
-def _make_host_run(run: configs.Run) -> tuple[AbstractPipeline, jax.Array]:
-    """The host pipeline of a `gymnasium:ID` run and the key of its learner."""
-    import gymnasium
+def _host_vector_env(name: str, num_envs: int, seed: int) -> Any:
+    """A Gymnasium vector environment of `num_envs` of `gymnasium:ID` or `envpool:ID` (an EnvPool
+    pool through its Gymnasium interface, seeded from `seed`)."""
+    if name.startswith(GYMNASIUM_PREFIX):
+        import gymnasium
 
+        return gymnasium.make_vec(name.removeprefix(GYMNASIUM_PREFIX), num_envs=num_envs)
+    envpool = import_package("envpool", extra="envpool", owner=name)
+    return envpool.make_gymnasium(name.removeprefix(ENVPOOL_PREFIX), num_envs=num_envs, seed=seed)
+
+
+def _make_host_run(run: configs.Run) -> tuple[AbstractPipeline, jax.Array]:
+    """The host or Sebulba pipeline of a run on host environments and the key of its learner."""
     from .envs.gymnasium import space_from_gymnasium
     from .executors.host import GymnasiumCollector, HostPipeline
+    from .executors.sebulba import Sebulba
 
-    if run.seeds != 1:
-        raise ValueError("--seeds trains a population of on-device pipelines; gymnasium:ID runs one seed.")
     config = run.config
     if config.normalization() is not None:
         raise ValueError(
-            "--normalize-observations and --normalize-rewards normalise inside on-device pipelines; "
-            "gymnasium:ID runs on the host: wrap the Gymnasium environment in its own normalisation wrappers."
+            "--normalize-observations and --normalize-rewards normalise inside on-device pipelines; host "
+            "environments (gymnasium:ID, or envpool:ID with --executor host or sebulba) take their own "
+            "normalisation wrappers."
         )
-    envs = gymnasium.make_vec(run.env.removeprefix(GYMNASIUM_PREFIX), num_envs=config.num_envs)
-    action_space = space_from_gymnasium(envs.single_action_space)
+    threads = run.actor_threads if run.executor == "sebulba" else 1
+    if config.num_envs % threads:
+        raise ValueError(f"--num-envs {config.num_envs} does not split evenly over --actor-threads {threads}.")
+    per_thread = config.num_envs // threads
+    envs = [_host_vector_env(run.env, per_thread, run.seed * config.num_envs + i * per_thread) for i in range(threads)]
+    action_space = space_from_gymnasium(envs[0].single_action_space)
     network_key, run_key, collector_key = jax.random.split(jax.random.key(run.seed), 3)
-    learner = config.learner(action_space, tuple(envs.single_observation_space.shape or ()), network_key)
-    collector = GymnasiumCollector(
-        envs, learner, rollout_length=config.rollout_length, key=collector_key, seed=run.seed
-    )
-    return HostPipeline(learner, collector), run_key
+    learner = config.learner(action_space, tuple(envs[0].single_observation_space.shape or ()), network_key)
+    collectors = [
+        GymnasiumCollector(
+            env,
+            learner,
+            rollout_length=config.rollout_length,
+            key=jax.random.fold_in(collector_key, i) if threads > 1 else collector_key,
+            # EnvPool seeds a pool where it is made, above.
+            seed=run.seed + i * per_thread if run.env.startswith(GYMNASIUM_PREFIX) else None,
+        )
+        for i, env in enumerate(envs)
+    ]
+    if run.executor != "sebulba":
+        return HostPipeline(learner, collectors[0]), run_key
+    devices = jax.local_devices()
+    if run.actor_devices >= len(devices) and len(devices) > 1:
+        raise ValueError(
+            f"--actor-devices {run.actor_devices} leaves none of the {len(devices)} local devices to the learner."
+        )
+    return Sebulba(learner, collectors, actor_devices=devices[: run.actor_devices]), run_key
 
 
 def _make_run(run: configs.Run) -> tuple[AbstractPipeline, jax.Array]:
-    if run.env.startswith(GYMNASIUM_PREFIX):
+    if run.runs_on_host:
         return _make_host_run(run)
     return run.make()
 
@@ -653,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_export_parser(commands)
     _add_reproduce_parser(commands)
     args = parser.parse_args(argv)
-    if getattr(args, "env", "").startswith(GYMNASIUM_PREFIX):
+    if getattr(args, "env", "").startswith(GYMNASIUM_PREFIX) or getattr(args, "executor", None) in ("host", "sebulba"):
         # Host acting runs one small program a step, which JAX's CPU client runs fastest in the calling
         # thread (set before JAX's first computation; see docs/scaling.md).
         jax.config.update("jax_cpu_enable_async_dispatch", False)
@@ -661,7 +707,10 @@ def main(argv: list[str] | None = None) -> int:
     if cache is not None:
         enable_compilation_cache(cache)
     try:
-        return args.run(args)
+        with contextlib.ExitStack() as stack:
+            if getattr(args, "env", "").startswith(ENVPOOL_PREFIX):
+                stack.enter_context(quiet_envpool_spaces())
+            return args.run(args)
     except (ValueError, ImportError, ConnectionError, FileNotFoundError) as error:
         print(f"podrace: {error}", file=sys.stderr)
         return 2

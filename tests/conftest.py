@@ -81,6 +81,7 @@ SLOWEST = (
     "test_recurrent_ppo_solves_memory_chain_through_the_rlplay_actor",
     "test_ppo_learns_an_easy_task_clearly_better_than_random[jumanji]",
     "test_ppo_learns_an_easy_task_clearly_better_than_random[brax]",
+    "test_ppo_solves_envpool_cartpole_through_sebulba_on_seeds_0_to_9",
     "test_ppo_solves_envpool_cartpole_on_seeds_0_to_9",
     "test_recipe_reaches_its_published_result[cleanrl-dqn-cartpole-v1]",
     "test_alphazero_learns_catch_on_ten_seeds",

@@ -1,5 +1,6 @@
 """The `podrace` command: every environment with every algorithm, checkpoints, logs, evaluation."""
 
+import contextlib
 import json
 import os
 import re
@@ -338,7 +339,9 @@ def test_normalised_seeds_train_and_evaluate_each_with_its_own_statistics(tmp_pa
     assert statistics is not None and not np.allclose(statistics.mean[0, 0], statistics.mean[1, 0])
     argv = ["train", "gymnasium:CartPole-v1", "ppo", *TINY, "--normalize-rewards"]
     assert cli.main(argv) == 2
-    assert "gymnasium:ID runs on the host: wrap the Gymnasium environment" in capsys.readouterr().err
+    assert "host environments (gymnasium:ID, or envpool:ID with --executor host or sebulba) take their own" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_gymnasium_run_checkpoints_its_learner_and_evaluates(tmp_path, capsys):
@@ -347,6 +350,40 @@ def test_a_gymnasium_run_checkpoints_its_learner_and_evaluates(tmp_path, capsys)
     assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
     assert cli.main(["evaluate", str(directory), "--num-episodes", "4"]) == 0
     assert "gymnasium:CartPole-v1 ppo, checkpoint 2" in capsys.readouterr().out
+
+
+def test_sebulba_trains_envpool_pools_in_actor_threads_checkpoints_and_resumes(tmp_path, capsys):
+    pytest.importorskip("envpool")
+    directory = tmp_path / "run"
+    sebulba = ["--executor", "sebulba", "--num-minibatches", "2"]  # each thread's 2 environments
+    argv = ["train", "envpool:CartPole-v1", "ppo", *TINY, *sebulba, "--checkpoint-dir", str(directory)]
+    assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "executor=sebulba, actor_threads=2, actor_devices=1" in printed, printed
+    with Checkpointer(directory) as checkpointer:
+        run = configs.Run.from_json(checkpointer.config()["run"])
+    assert (run.executor, run.actor_threads) == ("sebulba", 2)
+    assert cli.main([*argv, "--num-updates", "3", "--resume", "--output", str(tmp_path / "c.png")]) == 0
+    assert f"resumed from update 2 in {directory}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["catch", "ppo", "--executor", "sebulba"], "--executor sebulba steps host environments: name one as"),
+        (["gymnasium:CartPole-v1", "ppo", "--executor", "anakin"], "use --executor host or sebulba"),
+        (["gymnasium:CartPole-v1", "ppo", "--seeds", "2"], "on the host executor runs one seed"),
+        (["gymnasium:CartPole-v1", "ppo", "--executor", "sebula"], "No executor 'sebula'. Did you mean sebulba"),
+        (
+            ["gymnasium:CartPole-v1", "ppo", "--executor", "sebulba", "--num-envs", "5"],
+            "--num-envs 5 does not split evenly over --actor-threads 2",
+        ),
+    ],
+)
+def test_an_executor_that_cannot_run_the_environment_is_refused_with_the_fix(argv, message, capsys):
+    with contextlib.suppress(SystemExit):
+        assert cli.main(["train", *argv, "--num-updates", "1"]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_train_catch_over_two_processes_prints_once(tmp_path):

@@ -22,7 +22,7 @@ from .registry import (
 )
 from .replay import AbstractReplayConfig as AbstractReplayConfig
 from .rollout_q import RolloutQConfig as RolloutQConfig
-from .run import Run as Run
+from .run import EXECUTORS as EXECUTORS, Run as Run
 from .sac import SACConfig as SACConfig
 from .td3 import TD3Config as TD3Config
 from .torso_head import AbstractTorsoHeadConfig as AbstractTorsoHeadConfig

@@ -8,13 +8,18 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..envs.names import make_env
+from .._validation import unknown_name
+from ..envs.names import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, make_env
 from ..executors.anakin import Anakin
 from ..executors.pbt import PBT, Perturb, Resample
 from ..executors.population import Population
 from .base import AbstractConfig
 from .on_policy import OnPolicyConfig
 from .registry import ALGORITHMS, from_json, to_json
+
+
+EXECUTORS = ("anakin", "host", "sebulba")
+"""What can run a learner from the command line (`--executor`)."""
 
 
 @final
@@ -32,6 +37,17 @@ class Run:
     - `pbt_interval`: updates between PBT's ready steps.
     - `pbt_learning_rates`: the log-uniform range the members' learning rates start in
         (by default a tenth to ten times the configuration's).
+    - `executor`: what runs the learner, one of `EXECUTORS`: `anakin` (a JAX
+        environment or an `envpool:ID` pool stepped inside the compiled program), `host`
+        (a host vector environment of `gymnasium:ID` or `envpool:ID`, acting and learning
+        in turn, [`podrace.executors.host.HostPipeline`][]) or `sebulba` (actor threads
+        stepping such environments, the learner on devices of its own,
+        [`podrace.Sebulba`][]); `None` for the environment's own: `host` for
+        `gymnasium:ID`, `anakin` for the others.
+    - `actor_threads`: Sebulba's actor threads, each stepping `num_envs / actor_threads`
+        environments.
+    - `actor_devices`: the local devices Sebulba's threads act on (the first ones); the
+        learner updates on the others (on the one device, where there is one).
     """
 
     env: str
@@ -41,6 +57,34 @@ class Run:
     pbt: bool = False
     pbt_interval: int = 10
     pbt_learning_rates: tuple[float, float] | None = None
+    executor: str | None = None
+    actor_threads: int = 2
+    actor_devices: int = 1
+
+    def __post_init__(self) -> None:
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise ValueError(unknown_name("executor", self.executor, EXECUTORS))
+        host_env = self.env.startswith((GYMNASIUM_PREFIX, ENVPOOL_PREFIX))
+        if self.executor in ("host", "sebulba") and not host_env:
+            raise ValueError(
+                f"--executor {self.executor} steps host environments: name one as gymnasium:ID or envpool:ID "
+                f"(got {self.env}), or leave --executor out for Anakin."
+            )
+        if self.executor == "anakin" and self.env.startswith(GYMNASIUM_PREFIX):
+            raise ValueError(
+                f"{self.env} steps on the host, outside a compiled program: use --executor host or sebulba."
+            )
+        if self.runs_on_host and (self.seeds != 1 or self.pbt):
+            raise ValueError(
+                f"--seeds and --pbt train a population of on-device pipelines; {self.env} on the "
+                f"{self.executor or 'host'} executor runs one seed."
+            )
+
+    @property
+    def runs_on_host(self) -> bool:
+        """Whether the environments step on the host (the host and Sebulba executors)."""
+        executor = self.executor or ("host" if self.env.startswith(GYMNASIUM_PREFIX) else "anakin")
+        return executor != "anakin"
 
     def to_json(self) -> dict[str, Any]:
         """The run as JSON values."""

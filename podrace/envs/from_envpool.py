@@ -32,7 +32,7 @@ def envpool_ids() -> list[str]:
 
 
 @contextlib.contextmanager
-def _quiet_spaces() -> Iterator[None]:
+def quiet_envpool_spaces() -> Iterator[None]:
     """Silences Gymnasium's warning that EnvPool's float64 bounds of a float32 `Box` are
     cast to float32 (CartPole's), which EnvPool's spaces raise each time they are built
     (a pool builds them on its first reset or step)."""
@@ -70,7 +70,7 @@ class _Pool:
 
     def __init__(self, env: "EnvPoolEnv", num_envs: int):
         envpool = _import_envpool()
-        with _quiet_spaces():
+        with quiet_envpool_spaces():
             self.pool = envpool.make(
                 env.task_id,
                 env_type="gymnasium",
@@ -106,7 +106,7 @@ class _Pool:
         it is neither dropped nor repeated, and the handle orders it."""
 
         def reset(handle: Array) -> tuple[Array, np.ndarray]:
-            with _quiet_spaces():
+            with quiet_envpool_spaces():
                 observation, _ = self.pool.reset()
             return handle, np.asarray(observation, self.observation.dtype)
 
@@ -126,7 +126,7 @@ class _Pool:
         the host), each time step flagged first."""
 
         def step(handle: Array) -> tuple[Array, Any]:
-            with _quiet_spaces():  # EnvPool builds its spaces while tracing its first step
+            with quiet_envpool_spaces():  # EnvPool builds its spaces while tracing its first step
                 handle, (observation, reward, terminated, truncated, info) = self._xla_step(handle, actions)
             # Atari's game over: EnvPool counts a game that ends on the time limit's step as truncated.
             game_over = info["terminated"] if "terminated" in info else jnp.zeros_like(terminated)
@@ -270,7 +270,7 @@ class EnvPoolEnv(AbstractPoolEnv[EnvPoolState]):
             if name not in known:
                 raise ValueError(unknown_name(f"option of EnvPool's {task_id}", name, known))
         spec = envpool.make_spec(task_id, seed=seed, **options)
-        with _quiet_spaces():
+        with quiet_envpool_spaces():
             observation_space = spec.gymnasium_observation_space
         if not hasattr(observation_space, "shape") or observation_space.shape is None:
             raise ValueError(
@@ -301,12 +301,12 @@ class EnvPoolEnv(AbstractPoolEnv[EnvPoolState]):
 
     @property
     def observation_space(self) -> AbstractSpace:
-        with _quiet_spaces():
+        with quiet_envpool_spaces():
             return _space(self.spec.value.gymnasium_observation_space)
 
     @property
     def action_space(self) -> AbstractSpace:
-        with _quiet_spaces():
+        with quiet_envpool_spaces():
             return _space(self.spec.value.gymnasium_action_space)
 
     def reset(self, key: PRNGKeyArray) -> tuple[EnvPoolState, TimeStep]:

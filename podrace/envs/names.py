@@ -34,6 +34,7 @@ BUILT_IN_ENVS: dict[str, Callable[[], AbstractEnv]] = {
 """The built-in environments by name, each with its reference settings."""
 
 GYMNASIUM_PREFIX = "gymnasium:"
+ENVPOOL_PREFIX = "envpool:"
 
 
 def _gymnasium_ids() -> list[str]:
