@@ -13,6 +13,10 @@ The programs, each over a pool of `--num-envs` environments on `--num-threads` t
 - `anakin-ppo`: [`podrace.Anakin`][] training PPO (`OnPolicyConfig`'s defaults, an MLP
   torso of `--hidden`) on the pool: acting, the rollout and the updates in one
   compiled call of `--updates` updates.
+- `sebulba-ppo`: [`podrace.Sebulba`][] training the same PPO: two actor threads, each
+  stepping half of the environments in an EnvPool pool of its own (through
+  `envpool.make_gymnasium`, half of `--num-threads` threads each) and acting on the one device,
+  the learner updating on it (at most one update behind the actors).
 - `anakin-cleanrl` (Atari only): the same with the recipe `cleanrl-ppo-atari-pong-v5`'s
   PPO and network (CleanRL's `ppo_atari_envpool_xla_jax_scan.py`: the Nature DQN
   convolutions, 4 epochs of 4 minibatches) at the same batch.
@@ -33,6 +37,8 @@ import jax
 import numpy as np
 
 import podrace as pr
+from podrace.envs.gymnasium import space_from_gymnasium
+from podrace.executors.host import GymnasiumCollector
 
 
 def envpool_program(task_id: str, num_envs: int, num_threads: int, num_steps: int) -> Callable[[], int]:
@@ -96,6 +102,39 @@ def anakin_program(
     return run
 
 
+def sebulba_program(
+    task_id: str, num_envs: int, num_threads: int, rollout_length: int, num_updates: int, hidden: tuple[int, ...]
+) -> Callable[[], int]:
+    """podrace's Sebulba PPO: two actor threads of half the environments each."""
+    import envpool
+
+    config = pr.configs.OnPolicyConfig(
+        algorithm="ppo", num_envs=num_envs // 2, rollout_length=rollout_length, hidden=hidden
+    )
+    pools = [
+        envpool.make_gymnasium(
+            task_id, num_envs=num_envs // 2, num_threads=max(num_threads // 2, 1), seed=slot * num_envs
+        )
+        for slot in range(2)
+    ]
+    action_space = space_from_gymnasium(pools[0].single_action_space)
+    learner = config.learner(action_space, tuple(pools[0].single_observation_space.shape or ()), jax.random.key(0))
+    collectors = [
+        GymnasiumCollector(pool, learner, rollout_length=rollout_length, key=jax.random.key(slot))
+        for slot, pool in enumerate(pools)
+    ]
+    pipeline = pr.Sebulba(learner, collectors)
+    state = [pipeline.init(jax.random.key(1))]
+
+    def run() -> int:
+        result = pipeline.train(state[0], num_updates=num_updates, metrics=())
+        jax.block_until_ready(result.state)
+        state[0] = result.state
+        return num_updates * pipeline.frames_per_update
+
+    return run
+
+
 def cleanrl_program(task_id: str, num_envs: int, num_threads: int, rollout_length: int, num_updates: int):
     """The recipe's CleanRL Atari PPO on the same pool: `num_updates` updates a call."""
     settings = dataclasses.replace(pr.recipes.CLEANRL_ATARI_PPO, num_envs=num_envs, num_steps=rollout_length)
@@ -129,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         "envpool": envpool_program(args.env, args.num_envs, args.num_threads, num_steps),
         "adapter": adapter_program(args.env, args.num_envs, args.num_threads, num_steps),
         "anakin-ppo": anakin_program(args.env, args.num_envs, args.num_threads, args.rollout, args.updates, hidden),
+        "sebulba-ppo": sebulba_program(args.env, args.num_envs, args.num_threads, args.rollout, args.updates, hidden),
     }
     if not args.no_cleanrl and len(pr.envs.EnvPoolEnv(args.env).observation_shape.shape) == 3:  # Atari
         programs["anakin-cleanrl"] = cleanrl_program(
