@@ -6,8 +6,10 @@ from collections.abc import Callable
 from typing import Any, final
 
 import equinox as eqx
+import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from .._types import PolicyStep, SearchStatistics
 from .._validation import as_float_array, check_in_unit_interval, check_non_negative, check_positive, check_positive_int
 from ..envs._packages import default_numpy_rules
 from ._mctx import import_mctx
@@ -153,3 +155,31 @@ class MuZeroSearch(AbstractSearchOperator):
                 pb_c_base=self.pb_c_base,
                 temperature=self.temperature,
             )
+
+
+def search_policy_step(found: Any) -> PolicyStep:
+    """The policy step of the first root of a search: its action, the log-probability and
+    entropy of the search's policy, and what the search found as
+    [`podrace.SearchStatistics`][] in `extras`.
+
+    **Arguments:**
+
+    - `found`: mctx's `PolicyOutput` of a search from a batch of one root.
+
+    **Returns:**
+
+    The (unbatched) policy step.
+    """
+    tree = found.search_tree
+    summary = tree.summary()
+    action = found.action[0].astype(jnp.int32)
+    policy = found.action_weights[0]
+    statistics = SearchStatistics(
+        policy=policy,
+        value=summary.value[0],
+        visit_counts=summary.visit_counts[0],
+        discount=tree.children_discounts[0, tree.ROOT_INDEX, action],
+    )
+    log_policy = jnp.log(jnp.maximum(policy, jnp.finfo(policy.dtype).tiny))
+    entropy = -jnp.sum(jnp.where(policy > 0, policy * log_policy, 0.0))
+    return PolicyStep(action, log_policy[action], entropy, statistics)
