@@ -9,7 +9,7 @@ from ..losses import AlphaZeroLoss
 from ..networks import AbstractHead, PolicyLogitHead
 from ..search import AlphaZeroAgent
 from .base import positive_int, setting, unit_interval
-from .muzero import AbstractSearchConfig
+from .muzero import AbstractSearchConfig, rescale_values_setting
 from .torso_head import AbstractTorsoHeadConfig
 
 
@@ -39,6 +39,7 @@ class AlphaZeroConfig(AbstractTorsoHeadConfig, AbstractSearchConfig):
     ALGORITHMS: ClassVar[tuple[str, ...]] = ("alphazero",)
 
     algorithm: str = setting("alphazero", "the algorithm: alphazero", None)
+    rescale_values: bool = rescale_values_setting(True)
     n_step: int | None = setting(
         None, "value targets: rewards summed before bootstrapping ('none': to the end of the rollout)", step_count
     )

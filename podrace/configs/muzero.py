@@ -4,6 +4,7 @@ this family's module, the only one that may name the algorithm)."""
 
 from typing import Any, ClassVar, final
 
+import equinox as eqx
 from jaxtyping import PRNGKeyArray
 
 from .._types import Discrete
@@ -26,10 +27,29 @@ def search_name(text: str) -> str:
     return text
 
 
+def rescale_values_setting(default: bool) -> Any:
+    """Gumbel MuZero's rescaling of the completed Q-values, on by default for AlphaZero
+    (the environment's own Q-values) and off for MuZero (a learnt model's)."""
+    return setting(
+        default,
+        "gumbel: rescale the completed Q-values into [0, 1] before sigma (off for a learnt model's early noise)",
+        None,
+    )
+
+
 class AbstractSearchConfig(AbstractConfig):
     """The settings of a search agent's families (AlphaZero, MuZero): mctx's operator and
     its budget, and the on-policy passes of [`podrace.learners.AlphaZeroLearner`][] over
-    each rollout."""
+    each rollout.
+
+    **Attributes:**
+
+    - `rescale_values`: [`podrace.search.GumbelMuZeroSearch`][]'s `rescale_values`, whose
+        default each family sets.
+    """
+
+    # Not a dataclass field (Equinox drops abstract variables), whatever the type checker reads.
+    rescale_values: eqx.AbstractVar[bool]  # pyright: ignore[reportGeneralTypeIssues]
 
     search: str = setting(
         "gumbel",
@@ -63,6 +83,7 @@ class AbstractSearchConfig(AbstractConfig):
             self.num_simulations,
             max_num_considered_actions=self.max_num_considered_actions,
             gumbel_scale=self.gumbel_scale,
+            rescale_values=self.rescale_values,
         )
 
     def num_actions(self, action_space: Any) -> int:
@@ -101,6 +122,7 @@ class MuZeroConfig(AbstractSearchConfig):
     ALGORITHMS: ClassVar[tuple[str, ...]] = ("muzero",)
 
     algorithm: str = setting("muzero", "the algorithm: muzero", None)
+    rescale_values: bool = rescale_values_setting(False)
     latent_size: int = setting(32, "the size of the model's latent state", positive_int)
     num_unroll_steps: int = setting(5, "dynamics steps unrolled from each start in training (K)", positive_int)
     n_step: int = setting(10, "value targets: rewards summed before bootstrapping from a root value", positive_int)

@@ -2,6 +2,7 @@
 recurrent function, that proposes an action and an improved policy."""
 
 import abc
+import functools
 from collections.abc import Callable
 from typing import Any, final
 
@@ -69,11 +70,17 @@ class GumbelMuZeroSearch(AbstractSearchOperator):
     - `max_num_considered_actions`: the most actions sequential halving starts from.
     - `gumbel_scale`: the scale of the Gumbel noise of the root's choice (0 acts greedily,
         as when evaluating).
+    - `rescale_values`: whether the completed Q-values are min-max rescaled into [0, 1]
+        over each node's children before `sigma` (mctx's default). A learnt model's
+        Q-values differ between actions by noise at first, which the rescaling blows up
+        to the whole range: MuZero's agent searches without it, its Q-values then in the
+        units of the rewards (`sigma(q) = (50 + max visits) * 0.1 * q`).
     """
 
     num_simulations: int = eqx.field(static=True, default=16)
     max_num_considered_actions: int = eqx.field(static=True, default=16, kw_only=True)
     gumbel_scale: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+    rescale_values: bool = eqx.field(static=True, default=True, kw_only=True)
 
     def __check_init__(self):
         check_positive_int("GumbelMuZeroSearch", "num_simulations", self.num_simulations)
@@ -98,6 +105,9 @@ class GumbelMuZeroSearch(AbstractSearchOperator):
                 invalid_actions=invalid_actions,
                 max_num_considered_actions=self.max_num_considered_actions,
                 gumbel_scale=self.gumbel_scale,
+                qtransform=functools.partial(
+                    mctx.qtransform_completed_by_mix_value, rescale_values=self.rescale_values
+                ),
             )
 
 
