@@ -236,7 +236,6 @@ NOT_YET = pytest.mark.xfail(reason="on-policy MuZero learns Catch on 4 of seeds 
 
 
 @pytest.mark.slow
-@NOT_YET
 def test_muzero_learns_catch_on_ten_seeds():
     returns = _learns_catch()
     assert np.sum(returns >= configs.TUNED["catch", "muzero"].solved_at) >= 9, returns
