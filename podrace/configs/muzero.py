@@ -87,7 +87,16 @@ class AbstractSearchConfig(AbstractConfig):
         )
 
     def num_actions(self, action_space: Any) -> int:
-        """The number of actions of `action_space`, or `ValueError` unless they are discrete."""
+        """The number of actions a search chooses from.
+
+        **Arguments:**
+
+        - `action_space`: the environment's action space.
+
+        **Returns:**
+
+        Its number of discrete actions; `ValueError`, naming the fix, for other spaces.
+        """
         if not isinstance(action_space, Discrete):
             raise ValueError(
                 f"{self.algorithm} searches over discrete actions; the environment's actions are "
