@@ -632,12 +632,14 @@ class LossCase:
 
     Q-value losses get a Q-network; the others a policy head with a value, over
     discrete actions or, if `continuous`, Gaussian actions of `ACTION_SIZE`. A loss of
-    what a search found (`search`) gets trajectories with random `SearchStatistics`.
+    what a search found (`search`) gets trajectories with random `SearchStatistics`; a
+    loss of a learnt model (`model`) gets a `MuZeroNetwork`.
     """
 
     make: Callable[[], pr.losses.AbstractLoss]
     continuous: bool = False
     search: bool = False
+    model: bool = False
 
     def setup(self, seed: int, num_steps: int, batch_size: int) -> tuple[Any, Any, pr.Trajectory]:
         """The loss, a network for it and a random batch of trajectories `[T + 1, B]`."""
@@ -646,6 +648,8 @@ class LossCase:
             network = q_network(key, output_type=loss.input_type)
         elif self.continuous:
             network = gaussian_network(key, action_size=ACTION_SIZE, with_value=True)
+        elif self.model:
+            network = pr.networks.MuZeroNetwork(OBS_SHAPE, NUM_ACTIONS, latent_size=8, hidden_sizes=(16,), key=key)
         else:
             network = logit_network(key, with_value=True)
         action_size = ACTION_SIZE if self.continuous else None
@@ -682,6 +686,10 @@ LOSSES: dict[str, LossCase] = {
     "alphazero": LossCase(pr.losses.AlphaZeroLoss, search=True),
     "alphazero-two-step-lambda": LossCase(
         lambda: pr.losses.AlphaZeroLoss(n_step=2, lambda_=0.8, value_coefficient=0.5), search=True
+    ),
+    # MuZero: the model unrolled 3 steps from each start, 2-step value targets.
+    "muzero": LossCase(
+        lambda: pr.losses.MuZeroLoss(num_unroll_steps=3, n_step=2, value_coefficient=0.5), search=True, model=True
     ),
 }
 

@@ -55,7 +55,7 @@ def test_every_built_in_env_builds_with_every_algorithm_or_is_refused_clearly(en
     elif not continuous and isinstance(run.config, configs.TD3Config):
         with pytest.raises(ValueError, match="learns continuous actions"):
             run.make()
-    elif continuous and isinstance(run.config, configs.AlphaZeroConfig):
+    elif continuous and isinstance(run.config, configs.AbstractSearchConfig):
         with pytest.raises(ValueError, match="searches over discrete actions"):
             run.make()
     else:

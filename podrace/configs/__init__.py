@@ -6,6 +6,7 @@ from .actor_critic import AbstractActorCriticConfig as AbstractActorCriticConfig
 from .alphazero import AlphaZeroConfig as AlphaZeroConfig
 from .base import AbstractConfig as AbstractConfig, observation_shape as observation_shape, settings_of as settings_of
 from .dqn import DQNConfig as DQNConfig
+from .muzero import AbstractSearchConfig as AbstractSearchConfig, MuZeroConfig as MuZeroConfig
 from .on_policy import OnPolicyConfig as OnPolicyConfig
 from .pqn import PQNConfig as PQNConfig
 from .registry import (

@@ -1,4 +1,4 @@
-"""The learner of AlphaZero: on-policy updates of a search agent's network."""
+"""The learner of AlphaZero and MuZero: on-policy updates of a search agent's network."""
 
 from typing import final
 
@@ -15,7 +15,7 @@ from ..losses import AbstractLoss
 from ..networks import AbstractNetwork
 from ..policies import Categorical
 from ..results import UpdateMetrics
-from ..search import AlphaZeroAgent
+from ..search import AlphaZeroAgent, MuZeroAgent
 from .learner import AbstractLearner, LearnerState, on_policy_update, with_params
 
 
@@ -29,18 +29,21 @@ class AlphaZeroLearner(AbstractLearner[LearnerState]):
     `num_minibatches` minibatches of whole trajectories, one gradient step per
     minibatch, as [`podrace.Learner`][] does. It is a learner of its own because what acts
     is not a network and a policy over its outputs: the search needs the network itself
-    and the environment's state ([`podrace.search.AbstractEnvModelAgent`][]), so `agent`
-    returns the [`podrace.search.AlphaZeroAgent`][] with the learnt parameters. The loss
-    differentiates the network with its categorical prior policy (`agent.prior()`).
+    (and, for AlphaZero, the environment's state: [`podrace.search.AbstractEnvModelAgent`][]),
+    so `agent` returns the [`podrace.search.AlphaZeroAgent`][] or
+    [`podrace.search.MuZeroAgent`][] with the learnt parameters. The loss differentiates
+    the network with its categorical prior policy (`agent.prior()`).
 
     Reference: Silver et al., "A general reinforcement learning algorithm that masters
-    chess, shogi, and Go through self-play", Science 2018.
+    chess, shogi, and Go through self-play", Science 2018; Schrittwieser et al.,
+    "Mastering Atari, Go, Chess and Shogi by Planning with a Learned Model", Nature 2020.
 
     **Arguments:**
 
     - `search_agent`: the agent that acts (its network's arrays are the initial
         parameters; its search and discount stay).
-    - `loss`: the objective, e.g. [`podrace.losses.AlphaZeroLoss`][].
+    - `loss`: the objective, [`podrace.losses.AlphaZeroLoss`][] for an AlphaZero agent,
+        [`podrace.losses.MuZeroLoss`][] for a MuZero agent.
     - `optimizer`: an optax gradient transformation that minimises.
     - `num_epochs`: passes over each rollout.
     - `num_minibatches`: minibatches per pass; must divide the environments per device.
@@ -48,7 +51,7 @@ class AlphaZeroLearner(AbstractLearner[LearnerState]):
         naming the term.
     """
 
-    search_agent: AlphaZeroAgent
+    search_agent: AlphaZeroAgent | MuZeroAgent
     loss: AbstractLoss
     optimizer: optax.GradientTransformation
     num_epochs: int = eqx.field(static=True, default=1, kw_only=True)
@@ -79,10 +82,10 @@ class AlphaZeroLearner(AbstractLearner[LearnerState]):
         zero = jnp.asarray(0, jnp.int32)
         return LearnerState(params, self.optimizer.init(params), zero, zero, key)
 
-    def initial_agent(self) -> AlphaZeroAgent:
+    def initial_agent(self) -> AlphaZeroAgent | MuZeroAgent:
         return self.search_agent
 
-    def agent(self, state: LearnerState) -> AlphaZeroAgent:
+    def agent(self, state: LearnerState) -> AlphaZeroAgent | MuZeroAgent:
         return eqx.tree_at(lambda agent: agent.network, self.search_agent, self.network_at(state))
 
     def network_at(self, state: LearnerState) -> AbstractNetwork:

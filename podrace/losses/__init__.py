@@ -36,6 +36,7 @@ from .discrete_sac import (
     stacked_q_values as stacked_q_values,
 )
 from .impala import VTraceLoss as VTraceLoss, vtrace as vtrace
+from .muzero import MuZeroLoss as MuZeroLoss
 from .n_step_q import QLearningLoss as QLearningLoss
 from .policy_gradient import (
     clamped_importance_weights as clamped_importance_weights,
@@ -96,6 +97,7 @@ __all__ = [
     "QuantileQLoss",
     "VTraceLoss",
     "AlphaZeroLoss",
+    "MuZeroLoss",
     "AbstractDeterministicCriticLoss",
     "AbstractDeterministicActorLoss",
     "AbstractSoftCriticLoss",

@@ -31,6 +31,7 @@ from .initializations import (
     Orthogonal as Orthogonal,
     ParameterSpec as ParameterSpec,
 )
+from .muzero import MuZeroNetwork as MuZeroNetwork, scale_to_unit_interval as scale_to_unit_interval
 from .recurrent import (
     AbstractCore as AbstractCore,
     GRUCore as GRUCore,
@@ -69,12 +70,14 @@ __all__ = [
     "LSTMCore",
     "MLPCritic",
     "MLPTorso",
+    "MuZeroNetwork",
     "Orthogonal",
     "ParameterSpec",
     "PolicyLogitHead",
     "QValueHead",
     "QuantileQHead",
     "RecurrentNetwork",
+    "scale_to_unit_interval",
     "split_action_mask",
     "TanhGaussianHead",
     "unroll_step_by_step",

@@ -1,9 +1,10 @@
 """Search agents: acting by planning with a model, through mctx's policy-improvement
 operators (the `search` extra, `pip install 'podrace[search]'`).
 
-[`podrace.search.AlphaZeroAgent`][] plans with the environment's own `step`; what a
-search finds travels in the trajectory as [`podrace.SearchStatistics`][], for
-[`podrace.losses.AlphaZeroLoss`][] and [`podrace.learners.AlphaZeroLearner`][].
+[`podrace.search.AlphaZeroAgent`][] plans with the environment's own `step`,
+[`podrace.search.MuZeroAgent`][] with a learnt model; what a search finds travels in the
+trajectory as [`podrace.SearchStatistics`][], for [`podrace.losses.AlphaZeroLoss`][] and
+[`podrace.losses.MuZeroLoss`][], both learnt by [`podrace.learners.AlphaZeroLearner`][].
 """
 
 from ._base import AbstractEnvModelAgent as AbstractEnvModelAgent
@@ -12,6 +13,7 @@ from .alphazero import (
     ModelNode as ModelNode,
     check_players_visible as check_players_visible,
 )
+from .muzero import MuZeroAgent as MuZeroAgent
 from .operators import (
     AbstractSearchOperator as AbstractSearchOperator,
     GumbelMuZeroSearch as GumbelMuZeroSearch,
@@ -26,5 +28,6 @@ __all__ = [
     "check_players_visible",
     "GumbelMuZeroSearch",
     "ModelNode",
+    "MuZeroAgent",
     "MuZeroSearch",
 ]

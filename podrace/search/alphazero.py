@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 
-from .._types import PolicyLogits, PolicyStep, SearchStatistics, TimeStep, legal_actions
+from .._types import PolicyLogits, PolicyStep, TimeStep, legal_actions
 from .._validation import as_float_array, check_in_unit_interval
 from ..agent import Agent
 from ..envs import AbstractEnv, AbstractTurnBasedEnv, AbstractWrapper
@@ -16,7 +16,7 @@ from ..networks import AbstractNetwork, split_action_mask
 from ..policies import Categorical
 from ._base import AbstractEnvModelAgent
 from ._mctx import import_mctx
-from .operators import AbstractSearchOperator, GumbelMuZeroSearch
+from .operators import AbstractSearchOperator, GumbelMuZeroSearch, search_policy_step
 
 
 @final
@@ -149,21 +149,7 @@ class AlphaZeroAgent(AbstractEnvModelAgent):
                 node, action, keys
             )
 
-        found = self.search(root, recurrent_fn, ~legal[None], key)
-        tree = found.search_tree
-        summary = tree.summary()
-        action = found.action[0].astype(jnp.int32)
-        policy = found.action_weights[0]
-        statistics = SearchStatistics(
-            policy=policy,
-            value=summary.value[0],
-            visit_counts=summary.visit_counts[0],
-            discount=tree.children_discounts[0, tree.ROOT_INDEX, action],
-        )
-        log_policy = jnp.log(jnp.maximum(policy, jnp.finfo(policy.dtype).tiny))
-        log_prob = log_policy[action]
-        entropy = -jnp.sum(jnp.where(policy > 0, policy * log_policy, 0.0))
-        return PolicyStep(action, log_prob, entropy, statistics), carry
+        return search_policy_step(self.search(root, recurrent_fn, ~legal[None], key)), carry
 
     def _evaluate(self, observation: PyTree[Array]) -> PolicyLogits:
         output, _ = self.network(observation, self.network.initial_carry())

@@ -2,12 +2,15 @@
 recurrent function, that proposes an action and an improved policy."""
 
 import abc
+import functools
 from collections.abc import Callable
 from typing import Any, final
 
 import equinox as eqx
+import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from .._types import PolicyStep, SearchStatistics
 from .._validation import as_float_array, check_in_unit_interval, check_non_negative, check_positive, check_positive_int
 from ..envs._packages import default_numpy_rules
 from ._mctx import import_mctx
@@ -67,11 +70,17 @@ class GumbelMuZeroSearch(AbstractSearchOperator):
     - `max_num_considered_actions`: the most actions sequential halving starts from.
     - `gumbel_scale`: the scale of the Gumbel noise of the root's choice (0 acts greedily,
         as when evaluating).
+    - `rescale_values`: whether the completed Q-values are min-max rescaled into [0, 1]
+        over each node's children before `sigma` (mctx's default). A learnt model's
+        Q-values differ between actions by noise at first, which the rescaling blows up
+        to the whole range: MuZero's agent searches without it, its Q-values then in the
+        units of the rewards (`sigma(q) = (50 + max visits) * 0.1 * q`).
     """
 
     num_simulations: int = eqx.field(static=True, default=16)
     max_num_considered_actions: int = eqx.field(static=True, default=16, kw_only=True)
     gumbel_scale: Float[Array, ""] = eqx.field(default=1.0, converter=as_float_array, kw_only=True)
+    rescale_values: bool = eqx.field(static=True, default=True, kw_only=True)
 
     def __check_init__(self):
         check_positive_int("GumbelMuZeroSearch", "num_simulations", self.num_simulations)
@@ -96,6 +105,9 @@ class GumbelMuZeroSearch(AbstractSearchOperator):
                 invalid_actions=invalid_actions,
                 max_num_considered_actions=self.max_num_considered_actions,
                 gumbel_scale=self.gumbel_scale,
+                qtransform=functools.partial(
+                    mctx.qtransform_completed_by_mix_value, rescale_values=self.rescale_values
+                ),
             )
 
 
@@ -153,3 +165,31 @@ class MuZeroSearch(AbstractSearchOperator):
                 pb_c_base=self.pb_c_base,
                 temperature=self.temperature,
             )
+
+
+def search_policy_step(found: Any) -> PolicyStep:
+    """The policy step of the first root of a search: its action, the log-probability and
+    entropy of the search's policy, and what the search found as
+    [`podrace.SearchStatistics`][] in `extras`.
+
+    **Arguments:**
+
+    - `found`: mctx's `PolicyOutput` of a search from a batch of one root.
+
+    **Returns:**
+
+    The (unbatched) policy step.
+    """
+    tree = found.search_tree
+    summary = tree.summary()
+    action = found.action[0].astype(jnp.int32)
+    policy = found.action_weights[0]
+    statistics = SearchStatistics(
+        policy=policy,
+        value=summary.value[0],
+        visit_counts=summary.visit_counts[0],
+        discount=tree.children_discounts[0, tree.ROOT_INDEX, action],
+    )
+    log_policy = jnp.log(jnp.maximum(policy, jnp.finfo(policy.dtype).tiny))
+    entropy = -jnp.sum(jnp.where(policy > 0, policy * log_policy, 0.0))
+    return PolicyStep(action, log_policy[action], entropy, statistics)
