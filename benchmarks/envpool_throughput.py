@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 import jax
 import numpy as np
+from env_throughput import podrace_program
 
 import podrace as pr
 from podrace.envs.gymnasium import space_from_gymnasium
@@ -59,28 +60,28 @@ def envpool_program(task_id: str, num_envs: int, num_threads: int, num_steps: in
 
 
 def adapter_program(task_id: str, num_envs: int, num_threads: int, num_steps: int) -> Callable[[], int]:
-    """podrace's adapter of the same pool, stepped by a compiled scan with random actions."""
-    env = pr.envs.AutoReset(pr.envs.EnvPoolEnv(task_id, seed=0, num_threads=num_threads))
-
-    @jax.jit
-    def steps(carry):
-        def step(carry, _):
-            state, key = carry
-            key, action_key, step_key = jax.random.split(key, 3)
-            actions = jax.vmap(env.action_space.sample)(jax.random.split(action_key, num_envs))
-            state, timestep = jax.vmap(env.step)(state, actions, jax.random.split(step_key, num_envs))
-            return (state, key), timestep.reward.sum()
-
-        carry, rewards = jax.lax.scan(step, carry, length=num_steps)
-        return carry, rewards.sum()
-
-    state, _ = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), num_envs))
-    carry = [(state, jax.random.key(1))]
+    """podrace's adapter of the same pool, stepped by a compiled scan with random actions
+    (`env_throughput.py`'s program)."""
+    steps, start = podrace_program(pr.envs.EnvPoolEnv(task_id, seed=0, num_threads=num_threads), num_envs, num_steps)
+    carry = [start]
 
     def run() -> int:
         carry[0], total = steps(carry[0])
         jax.block_until_ready(total)
         return num_steps * num_envs
+
+    return run
+
+
+def training_program(pipeline: pr.executors.pipeline.AbstractPipeline, num_updates: int) -> Callable[[], int]:
+    """A call of `num_updates` updates of `pipeline` (the loss alone computed), going on from the last call's state."""
+    state = [pipeline.init(jax.random.key(1))]
+
+    def run() -> int:
+        result = pipeline.train(state[0], num_updates=num_updates, metrics=())
+        jax.block_until_ready(result.state)
+        state[0] = result.state
+        return num_updates * pipeline.frames_per_update
 
     return run
 
@@ -91,15 +92,7 @@ def anakin_program(
     """podrace's Anakin PPO on the same pool: `num_updates` updates a call."""
     config = pr.configs.OnPolicyConfig(algorithm="ppo", num_envs=num_envs, rollout_length=rollout_length, hidden=hidden)
     pipeline = config.pipeline(pr.envs.EnvPoolEnv(task_id, seed=0, num_threads=num_threads), jax.random.key(0))
-    state = [pipeline.init(jax.random.key(1))]
-
-    def run() -> int:
-        result = pipeline.train(state[0], num_updates=num_updates, metrics=())
-        jax.block_until_ready(result.state)
-        state[0] = result.state
-        return num_updates * pipeline.frames_per_update
-
-    return run
+    return training_program(pipeline, num_updates)
 
 
 def sebulba_program(
@@ -124,15 +117,7 @@ def sebulba_program(
         for slot, pool in enumerate(pools)
     ]
     pipeline = pr.Sebulba(learner, collectors)
-    state = [pipeline.init(jax.random.key(1))]
-
-    def run() -> int:
-        result = pipeline.train(state[0], num_updates=num_updates, metrics=())
-        jax.block_until_ready(result.state)
-        state[0] = result.state
-        return num_updates * pipeline.frames_per_update
-
-    return run
+    return training_program(pipeline, num_updates)
 
 
 def cleanrl_program(task_id: str, num_envs: int, num_threads: int, rollout_length: int, num_updates: int):
@@ -140,15 +125,7 @@ def cleanrl_program(task_id: str, num_envs: int, num_threads: int, rollout_lengt
     settings = dataclasses.replace(pr.recipes.CLEANRL_ATARI_PPO, num_envs=num_envs, num_steps=rollout_length)
     env = pr.envs.EnvPoolEnv(task_id, seed=0, num_threads=num_threads, episodic_life=True, reward_clip=True)
     pipeline = settings.pipeline(env, jax.random.key(0))
-    state = [pipeline.init(jax.random.key(1))]
-
-    def run() -> int:
-        result = pipeline.train(state[0], num_updates=num_updates, metrics=())
-        jax.block_until_ready(result.state)
-        state[0] = result.state
-        return num_updates * pipeline.frames_per_update
-
-    return run
+    return training_program(pipeline, num_updates)
 
 
 def main(argv: list[str] | None = None) -> None:
