@@ -34,9 +34,9 @@ from .compilation import CACHE_VARIABLE, default_compilation_cache, enable_compi
 from .configs.base import flag_name, non_negative_int, positive_float, positive_int, whole_number
 from .envs import AbstractEnv, NormalizeObservation
 from .envs._packages import import_package
-from .envs.from_envpool import quiet_envpool_spaces
+from .envs.from_envpool import EnvPoolEnv, quiet_envpool_spaces
 from .envs.names import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, check_env_name, env_names_help
-from .executors.evaluation import Evaluation
+from .executors.evaluation import Evaluation, evaluate
 from .executors.pipeline import AbstractPipeline
 from .export import FORMATS, export_policy
 from .loggers import SINK_NAMES, make_sinks
@@ -554,9 +554,12 @@ def _restore(checkpoint_dir: pathlib.Path, step: int | None) -> tuple[configs.Ru
         return run, pipeline, state, step
 
 
-def _acting_parts(pipeline: AbstractPipeline, state: Any, member: int) -> tuple[AbstractEnv | None, Any]:
-    """The evaluation environment (`None` for a `gymnasium:ID` run) and the network of
-    member `member` of a restored run."""
+def _acting_parts(
+    run: configs.Run, pipeline: AbstractPipeline, state: Any, member: int
+) -> tuple[AbstractEnv | None, Any]:
+    """The evaluation environment (`None` for a run on host environments; a pool of its own
+    for `envpool:ID` on Anakin, whose training pool no evaluation can share) and the
+    network of member `member` of a restored run."""
     if member and pipeline.num_members == 1:
         raise ValueError(
             f"--member {member}: the checkpoint holds one agent, not a population (it was trained with one seed); "
@@ -564,7 +567,18 @@ def _acting_parts(pipeline: AbstractPipeline, state: Any, member: int) -> tuple[
         )
     if member >= pipeline.num_members:
         raise ValueError(f"--member {member}: the population has {pipeline.num_members} members.")
+    if _evaluates_in_a_pool_of_its_own(run):
+        env = EnvPoolEnv(run.env.removeprefix(ENVPOOL_PREFIX), seed=EVALUATION_POOL_SEED)
+        return env, pipeline.network_at(state, member)
     return pipeline.evaluation_env(state, member), pipeline.network_at(state, member)
+
+
+EVALUATION_POOL_SEED = 1_000_003
+"""The seed of the pool that `podrace evaluate` plays an `envpool:ID` run of Anakin in."""
+
+
+def _evaluates_in_a_pool_of_its_own(run: configs.Run) -> bool:
+    return run.env.startswith(ENVPOOL_PREFIX) and not run.runs_on_host
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -572,10 +586,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(f"{run.env} {run.config.algorithm}, checkpoint {step} of {args.checkpoint_dir}")
     policy = run.config.evaluation_policy()
     eval_key, video_key = jax.random.split(jax.random.key(args.seed))
-    env, network = _acting_parts(pipeline, state, args.member)
+    env, network = _acting_parts(run, pipeline, state, args.member)
     # Each member plays in its own evaluation environment (its own normalisation statistics).
     evaluation = Evaluation(policy, num_episodes=args.num_episodes, key=eval_key)
-    returns = np.asarray(pipeline.evaluate(state, evaluation).returns).reshape(pipeline.num_members, -1)
+    if env is not None and _evaluates_in_a_pool_of_its_own(run):
+        episodes = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
+    else:
+        episodes = pipeline.evaluate(state, evaluation)
+    returns = np.asarray(episodes.returns).reshape(pipeline.num_members, -1)
     for member, member_returns in enumerate(returns):
         label = f"seed {run.seed + member}: " if len(returns) > 1 else ""
         print(
@@ -597,12 +615,17 @@ def _write_video(
     key: jax.Array,
     path: pathlib.Path,
 ) -> None:
-    """One episode of `network` as a video: in `env`, or in the Gymnasium environment of a `gymnasium:ID` run."""
+    """One episode of `network` as a video: in `env`, or in the Gymnasium environment of a `gymnasium:ID` run, or
+    an EnvPool pool of its own for an `envpool:ID` run."""
     from . import video
 
     if env_name.startswith(GYMNASIUM_PREFIX):
         frames = video.record_gymnasium_episode(
             env_name.removeprefix(GYMNASIUM_PREFIX), network, policy, key=key, seed=seed
+        )
+    elif env_name.startswith(ENVPOOL_PREFIX):
+        frames = video.record_envpool_episode(
+            env_name.removeprefix(ENVPOOL_PREFIX), network, policy, key=key, seed=EVALUATION_POOL_SEED
         )
     else:
         assert env is not None
@@ -619,7 +642,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.format == "onnx":  # before anything is restored
         import_package("jax2onnx", extra="onnx", owner="podrace export --format onnx")
     run, pipeline, state, step = _restore(args.checkpoint_dir, args.step)
-    env, network = _acting_parts(pipeline, state, args.member)
+    env, network = _acting_parts(run, pipeline, state, args.member)
     normalization = env if isinstance(env, NormalizeObservation) else None
     path = args.out or pathlib.Path(f"{_slug(run.env)}_{run.config.algorithm}.{args.format}")
     policy = run.config.evaluation_policy()

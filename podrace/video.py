@@ -10,8 +10,9 @@ Writing videos requires the `video` extra: `pip install "podrace[video]"`.
 
 import os
 import pathlib
+import types
 import warnings
-from typing import Any
+from typing import Any, final
 
 import equinox as eqx
 import jax
@@ -23,6 +24,8 @@ from ._types import Box
 from ._validation import check_agent_fits, check_positive_int, network_observation_spec
 from .agent import Agent
 from .envs import AbstractEnv, render
+from .envs._packages import import_package
+from .envs.from_envpool import quiet_envpool_spaces
 from .envs.gymnasium import import_gymnasium, space_from_gymnasium
 from .executors.actor import RlplayActor
 from .networks import AbstractNetwork
@@ -152,6 +155,71 @@ def record_gymnasium_episode(
             break
         reward, first = np.full(1, step_reward, np.float32), np.zeros(1, bool)
     return np.stack(frames)
+
+
+def record_envpool_episode(
+    task_id: str,
+    network: AbstractNetwork,
+    policy: AbstractPolicy,
+    *,
+    key: PRNGKeyArray,
+    max_steps: int = 27_000,
+    seed: int = 0,
+    **options: Any,
+) -> UInt8[np.ndarray, "frames height width 3"]:
+    """Plays one episode of an EnvPool environment and collects the frames EnvPool draws.
+
+    The episode is played in a pool of one environment of its own, through EnvPool's
+    Gymnasium interface, as [`podrace.video.record_gymnasium_episode`][] plays a
+    Gymnasium environment (one jitted call a step).
+
+    **Arguments:**
+
+    - `task_id`: an EnvPool id, e.g. `"Pong-v5"` or `"CartPole-v1"`.
+    - `network`: the network, with the parameters to act with.
+    - `policy`: the policy over the network's outputs.
+    - `key`: the policy's randomness.
+    - `max_steps`: the step budget of the episode.
+    - `seed`: the pool's seed.
+    - `options`: passed on to EnvPool, under its names (`episodic_life`, ...).
+
+    **Returns:**
+
+    The frames after the reset and after each step: `uint8` of shape `(episode length
+    + 1, height, width, 3)` (Atari's full 210x160 screen, not the agent's 84x84 view).
+    """
+    envpool = import_package("envpool", extra="envpool", owner="record_envpool_episode")
+    with quiet_envpool_spaces():
+        pool = envpool.make_gymnasium(task_id, num_envs=1, seed=seed, render_mode="rgb_array", **options)
+        try:
+            return record_gymnasium_episode(_OneOfPool(pool, task_id), network, policy, key=key, max_steps=max_steps)
+        finally:
+            pool.close()
+
+
+@final
+class _OneOfPool:
+    """The one environment of an EnvPool pool of one, as a Gymnasium environment (the
+    pool's batch axis dropped); EnvPool seeds it where the pool is made."""
+
+    def __init__(self, pool: Any, task_id: str):
+        self.pool = pool
+        self.spec = types.SimpleNamespace(id=f"EnvPool's {task_id}")  # named so in messages
+        self.render_mode = "rgb_array"
+        self.action_space = pool.action_space
+        self.observation_space = pool.observation_space
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        del seed
+        observation, info = self.pool.reset()
+        return observation[0], info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.pool.step(np.asarray([action]))
+        return observation[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
+
+    def render(self) -> np.ndarray:
+        return self.pool.render()[0]
 
 
 def write_video(

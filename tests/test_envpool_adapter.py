@@ -381,6 +381,11 @@ def test_the_command_line_resumes_an_envpool_run(tmp_path, capsys):
     assert f"resumed from update 2 in {tmp_path}" in capsys.readouterr().out
     with Checkpointer(tmp_path) as checkpointer:
         assert checkpointer.all_steps()[-1] == 3
+    # Evaluated in a pool of its own (training's cannot be shared), and drawn by EnvPool.
+    video = tmp_path / "episode.gif"
+    assert cli.main(["evaluate", str(tmp_path), "--num-episodes", "3", "--video", str(video)]) == 0
+    printed = capsys.readouterr().out
+    assert "over 3 episodes (Mode policy)" in printed and video.read_bytes().startswith(b"GIF8"), printed
 
 
 def test_missing_envpool_raises_an_install_hint(monkeypatch):

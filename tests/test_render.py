@@ -333,6 +333,19 @@ def test_record_gymnasium_episode_collects_rgb_array_frames():
     assert not np.array_equal(frames[0], frames[-1])
 
 
+def test_record_envpool_episode_collects_the_frames_envpool_draws():
+    pytest.importorskip("envpool")
+    frames = video.record_envpool_episode(
+        "CartPole-v1", CARTPOLE_NETWORK, pr.policies.Greedy(), key=jax.random.key(0), max_steps=5, seed=3
+    )
+    assert frames.dtype == np.uint8 and frames.shape == (6, 400, 600, 3)
+    assert not np.array_equal(frames[0], frames[-1])
+    # Atari's full screen, not the agent's 84x84 view; the greedy agent plays until its game or the budget ends.
+    network = helpers.q_network(jax.random.key(0), observation_shape=(4, 84, 84), num_actions=6)
+    frames = video.record_envpool_episode("Pong-v5", network, pr.policies.Greedy(), key=jax.random.key(0), max_steps=3)
+    assert frames.shape == (4, 210, 160, 3)
+
+
 def test_record_gymnasium_episode_needs_rgb_array_frames():
     with gymnasium.make("CartPole-v1") as env, pytest.raises(ValueError, match="render_mode='rgb_array'"):
         video.record_gymnasium_episode(env, CARTPOLE_NETWORK, pr.policies.Greedy(), key=jax.random.key(0))
