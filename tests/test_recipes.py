@@ -20,6 +20,8 @@ from podrace import recipes, reproduction
 def _member(recipe: recipes.Recipe) -> pr.Anakin:
     """The recipe's pipeline, its parameters as shapes (no compilation); the environment a
     constant, as in `reproduction.reproduce` (a bounded head reads its action bounds)."""
+    if recipe.suite == "envpool":
+        pytest.importorskip("envpool")  # Linux only
     env = recipe.env()
     return eqx.filter_eval_shape(lambda key: recipe.settings.pipeline(env, key), jax.random.key(0))
 
