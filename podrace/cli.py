@@ -32,6 +32,7 @@ from ._version import __version__
 from .checkpoint import Checkpointer
 from .compilation import CACHE_VARIABLE, default_compilation_cache, enable_compilation_cache
 from .configs.base import flag_name, non_negative_int, positive_float, positive_int, whole_number
+from .configs.run import steps_on_host
 from .envs import AbstractEnv, NormalizeObservation
 from .envs._packages import import_package
 from .envs.from_envpool import EnvPoolEnv, quiet_envpool_spaces
@@ -589,7 +590,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     env, network = _acting_parts(run, pipeline, state, args.member)
     # Each member plays in its own evaluation environment (its own normalisation statistics).
     evaluation = Evaluation(policy, num_episodes=args.num_episodes, key=eval_key)
-    if env is not None and _evaluates_in_a_pool_of_its_own(run):
+    if isinstance(env, EnvPoolEnv):  # a pool of its own (see `_acting_parts`)
         episodes = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
     else:
         episodes = pipeline.evaluate(state, evaluation)
@@ -722,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_export_parser(commands)
     _add_reproduce_parser(commands)
     args = parser.parse_args(argv)
-    if getattr(args, "env", "").startswith(GYMNASIUM_PREFIX) or getattr(args, "executor", None) in ("host", "sebulba"):
+    if steps_on_host(getattr(args, "env", ""), getattr(args, "executor", None)):
         # Host acting runs one small program a step, which JAX's CPU client runs fastest in the calling
         # thread (set before JAX's first computation; see docs/scaling.md).
         jax.config.update("jax_cpu_enable_async_dispatch", False)

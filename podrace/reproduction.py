@@ -213,10 +213,8 @@ def reproduce(recipe: Recipe, *, num_seeds: int, seed: int = 0, show: bool = Tru
             [_last_episodes_mean(s, c, published.episodes) for s, c in zip(sums, completed, strict=True)]
         )
     # A bare environment: for EnvPool, a pool of its own (training's cannot be shared).
-    random_env = recipe.env(POOL_SEED_STRIDE * (seed + num_seeds)) if on_pools else None
-    random = random_policy_episodes(
-        random_env or member.evaluation_env(), num_episodes=200, key=jax.random.key(seed + 2_000_003)
-    )
+    random_env = recipe.env(POOL_SEED_STRIDE * (seed + num_seeds)) if on_pools else member.evaluation_env()
+    random = random_policy_episodes(random_env, num_episodes=200, key=jax.random.key(seed + 2_000_003))
     return Reproduction(
         recipe=recipe.name,
         seeds=seeds,

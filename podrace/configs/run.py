@@ -22,6 +22,13 @@ EXECUTORS = ("anakin", "host", "sebulba")
 """What can run a learner from the command line (`--executor`)."""
 
 
+def steps_on_host(env: str, executor: str | None) -> bool:
+    """Whether a run of environment `env` by `executor` (`None`: the environment's own)
+    steps its environments on the host: the host and Sebulba executors, the default for
+    `gymnasium:ID`."""
+    return (executor or ("host" if env.startswith(GYMNASIUM_PREFIX) else "anakin")) != "anakin"
+
+
 @final
 @dataclasses.dataclass(frozen=True)
 class Run:
@@ -83,8 +90,7 @@ class Run:
     @property
     def runs_on_host(self) -> bool:
         """Whether the environments step on the host (the host and Sebulba executors)."""
-        executor = self.executor or ("host" if self.env.startswith(GYMNASIUM_PREFIX) else "anakin")
-        return executor != "anakin"
+        return steps_on_host(self.env, self.executor)
 
     def to_json(self) -> dict[str, Any]:
         """The run as JSON values."""

@@ -449,7 +449,7 @@ class Sebulba(AbstractPipeline[SebulbaState]):
             return learner.update(learner_state, trajectory, axis_name=axis)
 
         specs = learner_specs(self.learner, learner_state, axis)
-        split = (PartitionSpec(None, axis), PartitionSpec(None, axis), PartitionSpec(axis))
+        split = tuple(sharding.spec for sharding in self._trajectory_placement())
         # Without JAX's check of the axes values vary over, as Anakin: the learner averages
         # its gradients over the devices explicitly.
         return jax.shard_map(
