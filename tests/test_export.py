@@ -238,7 +238,7 @@ def test_the_command_line_exports_a_checkpoint(tmp_path, capsys):
         assert out.exists() and json.loads(out.with_name(out.name + ".json").read_text())["normalizes_observations"]
     # The member's own network and statistics: the model acts as `podrace evaluate` would.
     run, pipeline, state, _ = cli._restore(directory, None)
-    env, network = cli._acting_parts(pipeline, state, 1)
+    env, network = cli._acting_parts(run, pipeline, state, 1)
     inputs = _inputs((3,), [], jax.random.key(7))
     exported = export.ExportedPolicy(tmp_path / "pendulum.onnx", tmp_path / "pendulum.onnx.json")
     _assert_same(_run(exported, inputs), _podrace_outputs(network, run.config.evaluation_policy(), inputs, env))
