@@ -69,7 +69,8 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """pyright over the package, examples and benchmarks."""
-    extras = "plot,bench,es,checkpoint,tensorboard,video,brax,playground,navix,jumanji,craftax,xminigrid,pgx,search,envpool,onnx"
+    suites = "brax,playground,navix,jumanji,craftax,xminigrid,pgx,search,envpool"
+    extras = f"plot,bench,es,checkpoint,tensorboard,video,onnx,{suites}"
     session.install("-e", f".[{extras}]", "pyright>=1.1.380")
     session.run("pyright")
 

@@ -339,6 +339,79 @@ def test_actor_and_learner_devices_on_forced_cpu_devices():
     assert run.returncode == 0 and "equal" in run.stdout, run.stderr[-3000:]
 
 
+_PROCESS_SCRIPT = """
+import pathlib, sys
+import jax
+import numpy as np
+import podrace as pr
+from tests.test_sebulba import _collector, _learner
+
+address, process, out = sys.argv[1], int(sys.argv[2]), pathlib.Path(sys.argv[3])
+pr.distributed.initialize(address, num_processes=2, process_id=process, timeout_s=120)
+learner = _learner(num_minibatches=1)
+counts = [0, 0]
+# This process's thread acts on its first device; the learner spans the second device of each process.
+pipeline = pr.Sebulba(learner, [_collector(learner, process, counts=counts)])
+assert pipeline.actor_devices == (jax.local_devices()[0],)
+assert [(d.process_index, d in jax.local_devices()) for d in pipeline.learner_mesh.devices.flat] == [
+    (0, process == 0), (1, process == 1)
+]
+result = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=3)
+pipeline.close()
+leaves = jax.tree.leaves(pr.distributed.gather(result.state.learner))
+np.savez(
+    out / f"process-{process}.npz",
+    stepped=counts[process],
+    actor_steps=result.state.actor_steps,
+    learnt_steps=result.state.learnt_steps,
+    frames_per_update=pipeline.frames_per_update,
+    episodes=pr.distributed.gather(result.metrics.episodes_completed),
+    **{f"leaf-{i:03d}": leaf for i, leaf in enumerate(leaves)},
+)
+"""
+
+
+def test_two_processes_learn_as_one_process_with_every_step_learnt_once(tmp_path):
+    # Two processes of two CPU devices each, joined by jax.distributed: in each, one actor
+    # thread on the first device; the learner on the second device of both.
+    address = f"127.0.0.1:{helpers.free_port()}"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _PROCESS_SCRIPT, address, str(process), str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for process in range(2)
+    ]
+    try:
+        errors = [process.communicate(timeout=600)[1] for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+            process.communicate()
+    for process, stderr in zip(processes, errors, strict=True):
+        assert process.returncode == 0, stderr[-3000:]
+    runs = [np.load(tmp_path / f"process-{process}.npz") for process in range(2)]
+    # One process, one learner device, the same two threads' environments.
+    learner = _learner(num_minibatches=1)
+    pipeline = pr.Sebulba(learner, [_collector(learner, slot) for slot in range(2)])
+    whole = pipeline.train(pipeline.init(jax.random.key(1)), num_updates=3)
+    pipeline.close()
+    expected = jax.tree.leaves(pr.distributed.gather(whole.state.learner))
+    for run in runs:
+        # Each process's thread stepped 3 rollouts, and the learner learnt from each once.
+        assert int(run["stepped"]) == 3 * NUM_ENVS * ROLLOUT
+        np.testing.assert_array_equal(run["actor_steps"], [3 * NUM_ENVS * ROLLOUT])
+        np.testing.assert_array_equal(run["learnt_steps"], run["actor_steps"])
+        assert int(run["frames_per_update"]) == pipeline.frames_per_update
+        np.testing.assert_array_equal(run["episodes"], whole.metrics.episodes_completed)
+        leaves = [run[f"leaf-{i:03d}"] for i in range(len(expected))]
+        helpers.assert_trees_close(leaves, expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_ppo_solves_envpool_cartpole_through_sebulba_on_seeds_0_to_9():
     # `podrace train cartpole ppo`'s settings, its 8 environments in two actor threads of

@@ -25,6 +25,15 @@ reproducible.
 the steps each thread took and the steps the learner learnt from, per thread, and the
 result counts them per update.
 
+**Processes.** After [`podrace.distributed.initialize`][], `learner_devices` may span
+every process: each process runs the same script with actor threads of its own, its
+rollouts become its share of the learner's batch
+(`multihost_utils.host_local_array_to_global_array`), and the update is one program
+over every learner device. Every process must give the same number of collectors, of
+the same sizes, and as many learner devices of its own. The counts of the state are of
+this process's threads; the episode statistics of the metrics are summed over every
+process.
+
 **Shutdown.** An error in an actor thread (its environments, its policy) stops every
 thread and is raised in the caller; so is an error or a `KeyboardInterrupt` in the
 caller. Either way every thread is joined and every environment closed before `train`
@@ -33,6 +42,7 @@ raises. The threads of a call are started by it and joined before it returns.
 Requires the `gymnasium` extra: `pip install 'podrace[gymnasium]'`.
 """
 
+import collections
 import dataclasses
 import functools
 import queue
@@ -44,7 +54,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, PartitionSpec
 from jaxtyping import Array, Int, PRNGKeyArray, PyTree
 
 from .._types import Trajectory
@@ -54,7 +65,7 @@ from ..envs.gymnasium import vector_env_spaces
 from ..learners import AbstractLearner
 from ..loggers import summarize
 from ..networks import AbstractNetwork
-from ..results import DEFAULT_METRICS, EvaluationResult, TrainMetrics, UpdateMetrics, check_metrics
+from ..results import DEFAULT_METRICS, EvaluationResult, NotComputed, TrainMetrics, UpdateMetrics, check_metrics
 from .anakin import learner_specs
 from .evaluation import Evaluation
 from .host import (
@@ -145,10 +156,10 @@ class _ActorThreads(AbstractExperienceSource[_Rollout]):
         self,
         collectors: Sequence[GymnasiumCollector],
         devices: Sequence[Device],
-        placement: tuple[jax.sharding.Sharding, jax.sharding.Sharding, jax.sharding.Sharding],
+        to_learner: Callable[[Trajectory], Trajectory],
         max_staleness: int,
     ):
-        self._collectors, self._devices, self._placement = collectors, devices, placement
+        self._collectors, self._devices, self._to_learner = collectors, devices, to_learner
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
         self._agents: list[queue.SimpleQueue[tuple[AbstractAgent, int]]] = [queue.SimpleQueue() for _ in collectors]
@@ -162,7 +173,7 @@ class _ActorThreads(AbstractExperienceSource[_Rollout]):
             thread.start()
 
     def submit(self, agent: AbstractAgent, version: int) -> None:
-        arrays, static = eqx.partition(agent, eqx.is_array)
+        arrays, static = eqx.partition(_this_process_copy(agent), eqx.is_array)
         on_device = {device: eqx.combine(jax.device_put(arrays, device), static) for device in set(self._devices)}
         for agents, device in zip(self._agents, self._devices, strict=True):
             agents.put((on_device[device], version))
@@ -200,26 +211,64 @@ class _ActorThreads(AbstractExperienceSource[_Rollout]):
                     agent, version = work
                     trajectory, episodes = collector.collect(agent)
                     self.steps[slot] += steps
-                    parts = jax.device_put(
-                        (trajectory.timestep, trajectory.policy_step, trajectory.carry), self._placement
-                    )
-                    rollout = _Rollout(Trajectory(*parts), episodes, version, steps)
+                    rollout = _Rollout(self._to_learner(trajectory), episodes, version, steps)
                     self._poll(functools.partial(rollouts.put, rollout), queue.Full)
         except BaseException as error:  # raised in the caller by `gather`
             self._errors.append(error)
             self._stop.set()
 
 
-def _devices(owner: str, name: str, devices: Sequence[Device]) -> tuple[Device, ...]:
+def _summed_over_processes(metrics: TrainMetrics) -> TrainMetrics:
+    """`metrics` with the episode statistics of every process's threads."""
+    if jax.process_count() == 1:
+        return metrics
+
+    def summed(value: Array | NotComputed) -> Array | NotComputed:
+        if isinstance(value, NotComputed):
+            return value
+        return jnp.asarray(multihost_utils.process_allgather(value).sum(0), value.dtype)
+
+    episodes = (metrics.episode_return_sum, metrics.episodes_completed, metrics.episode_length_sum)
+    return TrainMetrics(metrics.update, *(summed(value) for value in episodes))
+
+
+def _devices(owner: str, name: str, devices: Sequence[Device], *, every_process: bool = False) -> tuple[Device, ...]:
+    """`devices` checked: distinct, and of this process only, or (`every_process`) as
+    many of every process's."""
     devices = tuple(devices)
     if not devices:
         raise ValueError(f"{owner}: {name} is empty; give at least one device (e.g. [jax.devices()[0]]).")
     if len(set(devices)) != len(devices):
         raise ValueError(f"{owner}: {name} names a device twice: {list(devices)}; name each once.")
     local = jax.local_devices()
-    if any(device not in local for device in devices):
+    if not every_process and any(device not in local for device in devices):
         raise ValueError(f"{owner}: {name} must be devices of this process (jax.local_devices()), got {list(devices)}.")
+    per_process = collections.Counter(device.process_index for device in devices)
+    if every_process and (set(per_process) != set(range(jax.process_count())) or len(set(per_process.values())) > 1):
+        raise ValueError(
+            f"{owner}: {name} must hold as many devices of every process (of {jax.process_count()}), got "
+            f"{dict(sorted(per_process.items()))} by process; each process's rollouts go to its own learner devices."
+        )
     return devices
+
+
+def _same_places_in_every_process(devices: Sequence[Device]) -> list[Device]:
+    """The devices of every process at the places of `devices` among this process's."""
+    places = [jax.local_devices().index(device) for device in devices]
+    return [
+        jax.local_devices(process_index=process)[place] for process in range(jax.process_count()) for place in places
+    ]
+
+
+def _this_process_copy(tree: PyTree) -> PyTree:
+    """`tree` with each array replicated over several processes replaced by this process's copy."""
+
+    def local(leaf: Any) -> Any:
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            return leaf.addressable_data(0)
+        return leaf
+
+    return jax.tree.map(local, tree)
 
 
 @final
@@ -263,13 +312,12 @@ class Sebulba(AbstractPipeline[SebulbaState]):
     ):
         local = jax.local_devices()
         actor_devices = _devices("Sebulba", "actor_devices", local[:1] if actor_devices is None else actor_devices)
-        learner_devices = _devices(
-            "Sebulba",
-            "learner_devices",
-            ([device for device in local if device not in actor_devices] or local)
-            if learner_devices is None
-            else learner_devices,
-        )
+        if learner_devices is None:
+            learner_devices = _same_places_in_every_process(
+                [device for device in local if device not in actor_devices] or local
+            )
+        learner_devices = _devices("Sebulba", "learner_devices", learner_devices, every_process=True)
+        local_learner_devices = [device for device in learner_devices if device in local]
         if len(local) > 1 and set(actor_devices) & set(learner_devices):
             raise ValueError(
                 f"Sebulba: actor_devices {list(actor_devices)} and learner_devices {list(learner_devices)} share "
@@ -291,15 +339,15 @@ class Sebulba(AbstractPipeline[SebulbaState]):
         if max_staleness < 0 or not isinstance(max_staleness, int):
             raise ValueError(f"Sebulba: max_staleness must be an integer >= 0, got {max_staleness!r}.")
         for collector in collectors:
-            if collector.num_envs % len(learner_devices):
+            if collector.num_envs % len(local_learner_devices):
                 raise ValueError(
                     f"Sebulba: a collector's {collector.num_envs} environments cannot be split over "
-                    f"{len(learner_devices)} learner devices; give each collector a multiple of "
-                    f"{len(learner_devices)} environments."
+                    f"{len(local_learner_devices)} learner devices; give each collector a multiple of "
+                    f"{len(local_learner_devices)} environments."
                 )
         action_space, observation, env_name = vector_env_spaces(collectors[0].envs)
         observation = network_observation_spec(learner.initial_agent(), action_space, observation)
-        num_envs = sum(collector.num_envs for collector in collectors) // len(learner_devices)
+        num_envs = sum(collector.num_envs for collector in collectors) // len(local_learner_devices)
         learner.check_fits(action_space, observation, num_envs=num_envs, env_name=env_name)
         self.learner = learner
         self.collectors = collectors
@@ -309,8 +357,9 @@ class Sebulba(AbstractPipeline[SebulbaState]):
 
     @property
     def frames_per_update(self) -> int:
-        """Environment steps per update: every thread's `num_envs * rollout_length`."""
-        return sum(collector.num_envs for collector in self.collectors) * self.collectors[0].rollout_length
+        """Environment steps per update: every thread's `num_envs * rollout_length`, in every process."""
+        local = sum(collector.num_envs for collector in self.collectors) * self.collectors[0].rollout_length
+        return jax.process_count() * local
 
     @property
     def num_members(self) -> int:
@@ -352,7 +401,7 @@ class Sebulba(AbstractPipeline[SebulbaState]):
         check_positive_int("Sebulba.train", "num_updates", num_updates)
         metrics = check_metrics("Sebulba.train", metrics)
         devices = [self.actor_devices[slot % len(self.actor_devices)] for slot in range(len(self.collectors))]
-        source = _ActorThreads(self.collectors, devices, self._trajectory_placement(), self.max_staleness)
+        source = _ActorThreads(self.collectors, devices, self._to_learner, self.max_staleness)
         versions: list[list[int]] = []
         steps: list[list[int]] = []
 
@@ -360,9 +409,8 @@ class Sebulba(AbstractPipeline[SebulbaState]):
             versions.append([rollout.version for rollout in rollouts])
             steps.append([rollout.steps for rollout in rollouts])
             learner_state, update_metrics = self._update(learner_state, [rollout.trajectory for rollout in rollouts])
-            return learner_state, train_metrics(
-                update_metrics, EpisodeStatistics.concatenate(r.episodes for r in rollouts)
-            )
+            episodes = EpisodeStatistics.concatenate(rollout.episodes for rollout in rollouts)
+            return learner_state, _summed_over_processes(train_metrics(update_metrics, episodes))
 
         try:
             learner_state, reported = run_schedule(
@@ -403,7 +451,7 @@ class Sebulba(AbstractPipeline[SebulbaState]):
     def network_at(self, state: SebulbaState, member: int = 0) -> AbstractNetwork:
         """The learner's network with the parameters learnt in `state` (`member` is 0, the one learner)."""
         check_member(self, member)
-        return self.learner.network_at(state.learner)
+        return _this_process_copy(self.learner.network_at(state.learner))
 
     def evaluation_env(self, state: SebulbaState, member: int = 0) -> None:
         """`None`: the environments are host ones, outside JAX (see `evaluate`)."""
@@ -416,17 +464,32 @@ class Sebulba(AbstractPipeline[SebulbaState]):
             collector.close()
 
     def _place(self, learner_state: PyTree[Array]) -> PyTree[Array]:
-        """The learner state laid out over the learner devices."""
+        """The learner state laid out over the learner devices (of every process)."""
         (axis,) = self.learner_mesh.axis_names
         specs = learner_specs(self.learner, learner_state, axis)
-        return jax.device_put(learner_state, jax.tree.map(lambda spec: NamedSharding(self.learner_mesh, spec), specs))
 
-    def _trajectory_placement(self) -> tuple[NamedSharding, NamedSharding, NamedSharding]:
-        """Where a rollout's time steps, policy steps and carry go: split along their
-        environment axis over the learner devices."""
+        def place(leaf: Array, spec: PartitionSpec) -> Array:
+            if not leaf.is_fully_addressable:  # placed already
+                return leaf
+            return multihost_utils.host_local_array_to_global_array(leaf, self.learner_mesh, spec)
+
+        def place_all(spec: PartitionSpec, subtree: PyTree[Array]) -> PyTree[Array]:
+            return jax.tree.map(lambda leaf: place(leaf, spec), subtree)
+
+        return jax.tree.map(place_all, specs, learner_state, is_leaf=lambda node: isinstance(node, PartitionSpec))
+
+    def _trajectory_specs(self) -> tuple[PartitionSpec, PartitionSpec, PartitionSpec]:
+        """How a rollout's time steps, policy steps and carry are laid out: split along
+        their environment axis over the learner devices."""
         (axis,) = self.learner_mesh.axis_names
-        time_major = NamedSharding(self.learner_mesh, PartitionSpec(None, axis))
-        return time_major, time_major, NamedSharding(self.learner_mesh, PartitionSpec(axis))
+        return PartitionSpec(None, axis), PartitionSpec(None, axis), PartitionSpec(axis)
+
+    def _to_learner(self, trajectory: Trajectory) -> Trajectory:
+        """An actor thread's rollout moved to the learner devices: this process's share of
+        the learner's batch."""
+        parts = (trajectory.timestep, trajectory.policy_step, trajectory.carry)
+        specs = self._trajectory_specs()
+        return Trajectory(*multihost_utils.host_local_array_to_global_array(parts, self.learner_mesh, specs))
 
     def _update(
         self, learner_state: PyTree[Array], trajectories: list[Trajectory]
@@ -449,7 +512,7 @@ class Sebulba(AbstractPipeline[SebulbaState]):
             return learner.update(learner_state, trajectory, axis_name=axis)
 
         specs = learner_specs(self.learner, learner_state, axis)
-        split = tuple(sharding.spec for sharding in self._trajectory_placement())
+        split = self._trajectory_specs()
         # Without JAX's check of the axes values vary over, as Anakin: the learner averages
         # its gradients over the devices explicitly.
         return jax.shard_map(
