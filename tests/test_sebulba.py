@@ -1,6 +1,7 @@
 """Sebulba: actor threads on host environments, the learner on devices of its own."""
 
 import _thread
+import dataclasses
 import itertools
 import os
 import subprocess
@@ -414,14 +415,16 @@ def test_two_processes_learn_as_one_process_with_every_step_learnt_once(tmp_path
 
 @pytest.mark.slow
 def test_ppo_solves_envpool_cartpole_through_sebulba_on_seeds_0_to_9():
-    # `podrace train cartpole ppo`'s settings, its 8 environments in two actor threads of
-    # EnvPool pools (the Gymnasium vector envs take the same path, checked above).
-    config = configs.default_config("cartpole", "ppo")
+    # `podrace train cartpole ppo`'s settings but for the shape of its 1,024 steps an update:
+    # 32 environments of 32 steps (two actor threads of 16 EnvPool pools) for its 8 of 128,
+    # a quarter of the host loop's iterations (the Gymnasium vector envs take the same
+    # path, checked above).
+    config = dataclasses.replace(configs.default_config("cartpole", "ppo"), num_envs=32, rollout_length=32)
     returns = []
     for seed in range(10):
         learner = config.learner(pr.Discrete(2), (4,), jax.random.key(seed))
         with quiet_envpool_spaces():
-            pipeline = pr.Sebulba(learner, _envpool_collectors(learner, 4, config.rollout_length, seed))
+            pipeline = pr.Sebulba(learner, _envpool_collectors(learner, 16, config.rollout_length, seed))
             result = pipeline.train(pipeline.init(jax.random.key(seed)), num_updates=config.num_updates)
             evaluation = pr.Evaluation(pr.policies.Mode(), num_episodes=8, key=jax.random.key(seed), max_steps=500)
             returns.append(float(np.mean(pipeline.evaluate(result.state, evaluation).returns)))
