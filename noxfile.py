@@ -52,10 +52,16 @@ def slow(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def ecosystem(session: nox.Session) -> None:
     """Every registered environment of the other packages (Brax, Playground, Navix, Jumanji,
-    Craftax, XLand-MiniGrid) through `check_env`: about an hour on two cores, so not in CI, which
-    checks one or a few of each package in the default session."""
+    Craftax, XLand-MiniGrid) through `check_env`, and PPO learning an easy task of each: over
+    an hour on two cores, so not in CI, which checks one or a few of each package in the
+    default session."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "ecosystem", *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION)
+    learning = "tests/test_ecosystem_learning.py"
+    checks = ("-m", "ecosystem", "--ignore", learning)
+    session.run("pytest", *checks, *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION)
+    # The learning tests run the optimised programs, as the slow session's do.
+    each_alone = ("--numprocesses", "logical", "--dist", "loadgroup")
+    session.run("pytest", learning, "-m", "ecosystem", *each_alone, DURATIONS, "-rP", *session.posargs)
 
 
 @nox.session(python=PYTHON)
