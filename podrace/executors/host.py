@@ -24,7 +24,7 @@ import collections
 import concurrent.futures
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar, final
+from typing import Any, Generic, TypeVar, final, no_type_check
 
 import equinox as eqx
 import jax
@@ -56,6 +56,7 @@ class _HostObservations:
         zero = np.asarray(action_space.zeros())
         self._zero_action = np.zeros((num_envs, *zero.shape), zero.dtype)
 
+    @no_type_check  # at every environment step, as `_BatchedActor.__call__`
     def __call__(
         self, observation: np.ndarray, action: np.ndarray, reward: np.ndarray, is_first: np.ndarray
     ) -> np.ndarray | ObservationActionReward:
@@ -109,6 +110,9 @@ class _BatchedActor:
         """The network's initial carry for `num_envs` environments."""
         return jax.tree.map(lambda c: jnp.broadcast_to(c, (num_envs, *jnp.shape(c))), self._initial_carry)
 
+    # Called at every environment step: `no_type_check` keeps it out of the test session's
+    # runtime checks (the jaxtyping import hook), which cost more than the step.
+    @no_type_check
     def __call__(
         self,
         arrays: list[Array],
@@ -332,6 +336,7 @@ class _RolloutBuffer:
         self._reward, self._terminated, self._truncated = map(buffer, (first.reward, first.terminated, first.truncated))
         self._is_first = first.is_first
 
+    @no_type_check  # at every environment step, as `_BatchedActor.__call__`
     def record(
         self,
         t: int,
