@@ -409,7 +409,10 @@ def _make_host_run(run: configs.Run) -> tuple[AbstractPipeline, jax.Array]:
     if config.num_envs % threads:
         raise ValueError(f"--num-envs {config.num_envs} does not split evenly over --actor-threads {threads}.")
     per_thread = config.num_envs // threads
-    envs = [_host_vector_env(run.env, per_thread, run.seed * config.num_envs + i * per_thread) for i in range(threads)]
+    # The threads of every process, numbered across processes: each steps environments of its own seeds.
+    slots = [jax.process_index() * threads + i for i in range(threads)]
+    first_seed = run.seed * config.num_envs * jax.process_count()
+    envs = [_host_vector_env(run.env, per_thread, first_seed + slot * per_thread) for slot in slots]
     action_space = space_from_gymnasium(envs[0].single_action_space)
     network_key, run_key, collector_key = jax.random.split(jax.random.key(run.seed), 3)
     learner = config.learner(action_space, tuple(envs[0].single_observation_space.shape or ()), network_key)
@@ -418,11 +421,11 @@ def _make_host_run(run: configs.Run) -> tuple[AbstractPipeline, jax.Array]:
             env,
             learner,
             rollout_length=config.rollout_length,
-            key=jax.random.fold_in(collector_key, i) if threads > 1 else collector_key,
+            key=jax.random.fold_in(collector_key, slot) if threads * jax.process_count() > 1 else collector_key,
             # EnvPool seeds a pool where it is made, above.
-            seed=run.seed + i * per_thread if run.env.startswith(GYMNASIUM_PREFIX) else None,
+            seed=run.seed + slot * per_thread if run.env.startswith(GYMNASIUM_PREFIX) else None,
         )
-        for i, env in enumerate(envs)
+        for slot, env in zip(slots, envs, strict=True)
     ]
     if run.executor != "sebulba":
         return HostPipeline(learner, collectors[0]), run_key

@@ -12,6 +12,7 @@ import pathlib
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, Literal, final
 
@@ -1226,6 +1227,34 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def run_processes(
+    command: Callable[[str, int], list[str]], *, num_devices: int, num_processes: int = 2, timeout: float = 600.0
+) -> list[subprocess.CompletedProcess[str]]:
+    """Runs `command(coordinator_address, process_id)` for every process of a `jax.distributed`
+    run on 127.0.0.1, side by side, each on `num_devices` forced CPU devices, and returns
+    what each printed; kills them all once `timeout` seconds have passed."""
+    address = f"127.0.0.1:{free_port()}"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}")
+    processes = [
+        subprocess.Popen(
+            command(address, process_id), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for process_id in range(num_processes)
+    ]
+    deadline = time.monotonic() + timeout
+    try:
+        outputs = [process.communicate(timeout=max(0.0, deadline - time.monotonic())) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return [
+        subprocess.CompletedProcess(process.args, process.returncode, out, err)
+        for process, (out, err) in zip(processes, outputs, strict=True)
+    ]
 
 
 @final

@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -386,28 +387,56 @@ def test_an_executor_that_cannot_run_the_environment_is_refused_with_the_fix(arg
     assert message in capsys.readouterr().err
 
 
+def _train_over_two_processes(argv: list[str], out: pathlib.Path, *, num_devices: int) -> tuple[str, str]:
+    """What processes 0 and 1 of `podrace train *argv`, joined on 127.0.0.1, print, once both
+    have exited 0; each is given `--output out/ID.png`."""
+
+    def command(address: str, process_id: int) -> list[str]:
+        launch = ["--coordinator-address", address, "--num-processes", "2", "--process-id", str(process_id)]
+        output = ["--output", str(out / f"{process_id}.png")]
+        return [sys.executable, "-m", "podrace.cli", "train", *argv, *launch, *output]
+
+    finished = helpers.run_processes(command, num_devices=num_devices, timeout=300)
+    assert [process.returncode for process in finished] == [0, 0], "".join(process.stderr for process in finished)
+    # Process 0 alone plots.
+    assert (out / "0.png").exists() and not (out / "1.png").exists()
+    return finished[0].stdout, finished[1].stdout
+
+
 def test_train_catch_over_two_processes_prints_once(tmp_path):
-    coordinator = f"127.0.0.1:{helpers.free_port()}"
     small = ["--num-updates", "2", "--updates-per-call", "1", "--num-envs", "2", "--rollout-length", "4"]
-    launch = ["--coordinator-address", coordinator, "--num-processes", "2"]
-    command = [sys.executable, "-m", "podrace.cli", "train", "catch", *small, *launch]
-    processes = [
-        subprocess.Popen(
-            [*command, "--process-id", str(i), "--output", str(tmp_path / f"{i}.png")],
-            env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    (out_0, err_0), (out_1, err_1) = (process.communicate(timeout=300) for process in processes)
-    assert [process.returncode for process in processes] == [0, 0], err_0 + err_1
+    out_0, out_1 = _train_over_two_processes(["catch", *small], tmp_path, num_devices=1)
     assert "catch td-lambda on 2 cpu device(s) in 2 process(es): 2 envs per device" in out_0
     assert "mean episode reward (last 1 updates): " in out_0
     # Process 1 prints nothing of its own (Gloo's connection line comes from C++).
     assert "catch td-lambda" not in out_1 and "mean episode reward" not in out_1, out_1
-    assert (tmp_path / "0.png").exists() and not (tmp_path / "1.png").exists()
+
+
+def test_sebulba_over_two_processes_learns_as_one_process_checkpoints_and_resumes(tmp_path):
+    # Two processes of two forced CPU devices: each acts with two threads of two
+    # environments on its first device, and the learner spans the second device of both.
+    cartpole = ["gymnasium:CartPole-v1", "ppo", "--executor", "sebulba", "--hidden", "8", "--rollout-length", "4"]
+    cartpole += ["--num-minibatches", "1", "--updates-per-call", "1"]  # one minibatch whatever the devices
+    directory, cache = tmp_path / "two-processes", tmp_path / "cache"  # the resume loads the programs
+    two = [*cartpole, "--num-envs", "4", "--checkpoint-dir", str(directory), "--compilation-cache", str(cache)]
+    out_0, out_1 = _train_over_two_processes([*two, "--num-updates", "1"], tmp_path, num_devices=2)
+    assert "gymnasium:CartPole-v1 ppo on 2 cpu device(s) in 2 process(es)" in out_0, out_0
+    assert "mean episode reward (last 1 updates): " in out_0 and f"checkpoint: {directory} (update 1)" in out_0
+    assert "gymnasium:CartPole-v1" not in out_1 and "mean episode reward" not in out_1, out_1
+    # One process with the same four threads' environments, on one learner device.
+    one = tmp_path / "one-process"
+    argv = [*cartpole, "--num-envs", "8", "--actor-threads", "4", "--num-updates", "1", "--checkpoint-dir", str(one)]
+    assert cli.main(["train", *argv, "--output", str(tmp_path / "one.png")]) == 0
+    both = [cli._restore(path, 1)[2] for path in (directory, one)]
+    helpers.assert_trees_close(both[0].learner, both[1].learner, rtol=1e-5, atol=1e-6)
+    # Both processes go on from update 1 (they run one program: a process that did not would hang it).
+    out_0, out_1 = _train_over_two_processes([*two, "--num-updates", "2", "--resume"], tmp_path, num_devices=2)
+    assert f"resumed from update 1 in {directory}" in out_0 and f"checkpoint: {directory} (update 2)" in out_0, out_0
+    assert "resumed" not in out_1, out_1
+    _, _, state, _ = cli._restore(directory, 2)
+    # Each thread's 2 environments of 4 steps, for 2 updates.
+    np.testing.assert_array_equal(state.actor_steps, [2 * 2 * 4] * 2)
+    np.testing.assert_array_equal(state.learnt_steps, state.actor_steps)
 
 
 def test_a_wrong_coordinator_address_ends_the_run_after_the_timeout_flag(tmp_path):

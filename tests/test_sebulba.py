@@ -375,26 +375,12 @@ np.savez(
 def test_two_processes_learn_as_one_process_with_every_step_learnt_once(tmp_path):
     # Two processes of two CPU devices each, joined by jax.distributed: in each, one actor
     # thread on the first device; the learner on the second device of both.
-    address = f"127.0.0.1:{helpers.free_port()}"
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", _PROCESS_SCRIPT, address, str(process), str(tmp_path)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for process in range(2)
-    ]
-    try:
-        errors = [process.communicate(timeout=600)[1] for process in processes]
-    finally:
-        for process in processes:
-            process.kill()
-            process.communicate()
-    for process, stderr in zip(processes, errors, strict=True):
-        assert process.returncode == 0, stderr[-3000:]
+    finished = helpers.run_processes(
+        lambda address, process: [sys.executable, "-c", _PROCESS_SCRIPT, address, str(process), str(tmp_path)],
+        num_devices=2,
+    )
+    for process in finished:
+        assert process.returncode == 0, process.stderr[-3000:]
     runs = [np.load(tmp_path / f"process-{process}.npz") for process in range(2)]
     # One process, one learner device, the same two threads' environments.
     learner = _learner(num_minibatches=1)

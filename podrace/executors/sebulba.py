@@ -31,8 +31,9 @@ rollouts become its share of the learner's batch
 (`multihost_utils.host_local_array_to_global_array`), and the update is one program
 over every learner device. Every process must give the same number of collectors, of
 the same sizes, and as many learner devices of its own. The counts of the state are of
-this process's threads; the episode statistics of the metrics are summed over every
-process.
+this process's threads, the same in every process (and replicated over the learner
+devices, so that a checkpoint holds them once); the episode statistics of the metrics
+are summed over every process.
 
 **Shutdown.** An error in an actor thread (its environments, its policy) stops every
 thread and is raised in the caller; so is an error or a `KeyboardInterrupt` in the
@@ -96,7 +97,8 @@ class SebulbaState(eqx.Module):
     **Arguments:**
 
     - `learner`: the learner's state, on the learner devices.
-    - `actor_steps`: the environment steps each actor thread has taken, counted by the thread.
+    - `actor_steps`: the environment steps each actor thread has taken, counted by the
+        thread; replicated over the learner devices, as `learnt_steps`.
     - `learnt_steps`: the environment steps of each actor thread's trajectories that the
         learner has updated on, counted by the learner; equal to `actor_steps` after every
         call: no step is lost or learnt from twice.
@@ -384,7 +386,7 @@ class Sebulba(AbstractPipeline[SebulbaState]):
         - `key`: the learner's randomness (the collectors hold the actors').
         """
         timestep = jax.tree.map(lambda *x: jnp.concatenate(x), *(collector.timestep for collector in self.collectors))
-        zeros = jnp.zeros(len(self.collectors), jnp.int32)
+        zeros = self._replicated(np.zeros(len(self.collectors), np.int32))
         return SebulbaState(self._place(self.learner.init(key, timestep)), zeros, zeros)
 
     def train(
@@ -430,9 +432,9 @@ class Sebulba(AbstractPipeline[SebulbaState]):
             raise
         source.close()
         learnt = jnp.asarray(steps, jnp.int32)
-        state = SebulbaState(
-            learner_state, state.actor_steps + jnp.asarray(source.steps, jnp.int32), state.learnt_steps + learnt.sum(0)
-        )
+        actor_steps = np.asarray(state.actor_steps) + np.asarray(source.steps, np.int32)
+        learnt_steps = np.asarray(state.learnt_steps) + np.asarray(learnt).sum(0)
+        state = SebulbaState(learner_state, self._replicated(actor_steps), self._replicated(learnt_steps))
         return SebulbaTrainResult(state, reported.select(metrics), jnp.asarray(versions, jnp.int32), learnt)
 
     def evaluate(self, state: SebulbaState, evaluation: Evaluation) -> EvaluationResult:
@@ -480,6 +482,10 @@ class Sebulba(AbstractPipeline[SebulbaState]):
             return jax.tree.map(lambda leaf: place(leaf, spec), subtree)
 
         return jax.tree.map(place_all, specs, learner_state, is_leaf=lambda node: isinstance(node, PartitionSpec))
+
+    def _replicated(self, counts: np.ndarray) -> Array:
+        """Counts of this process's threads (the same in every process) replicated over the learner devices."""
+        return multihost_utils.host_local_array_to_global_array(counts, self.learner_mesh, PartitionSpec())
 
     def _trajectory_specs(self) -> tuple[PartitionSpec, PartitionSpec, PartitionSpec]:
         """How a rollout's time steps, policy steps and carry are laid out: split along
