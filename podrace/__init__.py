@@ -44,7 +44,7 @@ from ._types import (
     legal_actions as legal_actions,
 )
 from ._version import __version__ as __version__
-from .agent import AbstractAgent as AbstractAgent, Agent as Agent
+from .agent import AbstractAgent as AbstractAgent, Agent as Agent, RandomAgent as RandomAgent
 from .compilation import enable_compilation_cache as enable_compilation_cache
 from .executors.anakin import Anakin as Anakin, AnakinState as AnakinState, TrainResult as TrainResult
 from .executors.evaluation import (
@@ -52,6 +52,7 @@ from .executors.evaluation import (
     evaluate as evaluate,
     random_policy_episodes as random_policy_episodes,
 )
+from .executors.match import play_match as play_match
 from .executors.normalization import (
     NormalizationState as NormalizationState,
     RunningNormalization as RunningNormalization,
@@ -63,6 +64,7 @@ from .learners import Learner as Learner, LearnerState as LearnerState
 from .results import (
     EvaluationResult as EvaluationResult,
     LossTerms as LossTerms,
+    MatchResult as MatchResult,
     TrainMetrics as TrainMetrics,
     UpdateMetrics as UpdateMetrics,
 )

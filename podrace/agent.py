@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Shaped
 
-from ._types import AbstractNetworkOutput, PolicyStep, Trajectory, entropy_or_estimate
+from ._types import AbstractNetworkOutput, MaskedObservation, PolicyStep, Trajectory, entropy_or_estimate, legal_actions
 from .networks import AbstractNetwork
 from .policies import AbstractPolicy
 
@@ -153,3 +153,46 @@ class Agent(AbstractAgent):
             return log_prob, entropy_or_estimate(distribution, log_prob)
 
         return jax.vmap(one_step)(outputs, actions)
+
+
+@final
+class RandomAgent(AbstractAgent):
+    """Chooses uniformly among the legal actions: the floor a trained agent of a game is
+    measured against, and an opponent for [`podrace.play_match`][].
+
+    Where observations are [`podrace.MaskedObservation`][]s the choice is among the
+    actions their mask allows (every action where it allows none); otherwise among all
+    `num_actions`. Its policy step reports the uniform choice's log-probability and entropy.
+
+    **Arguments:**
+
+    - `num_actions`: the number of discrete actions (`env.action_space.num_values`).
+    """
+
+    num_actions: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not isinstance(self.num_actions, int) or self.num_actions < 1:
+            raise ValueError(f"RandomAgent: num_actions must be a positive integer, got {self.num_actions!r}.")
+
+    def __call__(
+        self, observation: PyTree[Array], carry: PyTree[Array], key: PRNGKeyArray
+    ) -> tuple[PolicyStep, PyTree[Array]]:
+        legal = jnp.ones(self.num_actions, bool)
+        if isinstance(observation, MaskedObservation):
+            legal = legal_actions(observation.action_mask)
+        num_legal = jnp.sum(legal)
+        action = jax.random.choice(key, self.num_actions, p=legal / num_legal)
+        log_prob = -jnp.log(num_legal.astype(jnp.float32))
+        return PolicyStep(action.astype(jnp.int32), log_prob, -log_prob), carry
+
+    def initial_carry(self) -> tuple[()]:
+        return ()
+
+    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
+        del is_first
+        return carry
+
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        return False

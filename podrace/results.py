@@ -165,3 +165,29 @@ class EvaluationResult(eqx.Module):
     def mean_return(self) -> Float[Array, "*population"]:
         """The mean return over the episodes (of each member, for [`podrace.evaluate_population`][])."""
         return jnp.mean(self.returns, axis=-1)
+
+
+@final
+class MatchResult(eqx.Module):
+    """Per-game results of [`podrace.play_match`][], from the side of the agent it tests.
+
+    **Arguments:**
+
+    - `scores`: the agent's return in each game: its rewards minus the opponent's (in
+        a game scored +1, 0 and -1, positive for a win, 0 for a draw, negative for a loss).
+    - `moved_first`: whether the agent made the game's first move.
+    - `lengths`: the game's number of moves.
+    - `completed`: whether the game ended within the step budget; one that did not
+        reports its score so far.
+    """
+
+    scores: Float[Array, " games"]
+    moved_first: Bool[Array, " games"]
+    lengths: Int[Array, " games"]
+    completed: Bool[Array, " games"]
+
+    def record(self, *, first: bool) -> tuple[int, int, int]:
+        """The agent's wins, draws and losses in the games where it moved first (`first=True`)
+        or second: counts of positive, zero and negative scores."""
+        scores = self.scores[self.moved_first == first]
+        return int(jnp.sum(scores > 0)), int(jnp.sum(scores == 0)), int(jnp.sum(scores < 0))

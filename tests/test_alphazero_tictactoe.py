@@ -1,17 +1,16 @@
-"""Perfect play at tic-tac-toe: an exhaustive minimax solver computed here, a match
-harness on Pgx's own state and step in which a batched player meets the solver (as the
-first player in half the games, the second in the other), and AlphaZero's search with a
-uniform prior and a zero value, judged position by position against the solver.
+"""Perfect play at tic-tac-toe: an exhaustive minimax solver computed here, a player of
+its moves that `podrace.play_match` sets against an agent (as the first player in half
+the games, the second in the other), AlphaZero's search with a uniform prior and a zero
+value judged position by position against the solver, and AlphaZero trained by self-play
+judged by its games against the solver.
 
 The solver values every reachable position for the player to move (+1 a win, 0 a draw,
 -1 a loss with best play on both sides) and lists its optimal moves; the solver's player
-picks uniformly among them with a seeded generator, so the games vary. Boards are
-tuples of nine cells, row by row: -1 empty, 0 the first player's mark (X), 1 the
-second's (O).
+picks uniformly among them, so the games vary. Boards are tuples of nine cells, row by
+row: -1 empty, 0 the first player's mark (X), 1 the second's (O).
 """
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -32,9 +31,6 @@ LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4
 EMPTY = (-1,) * 9
 
 Board = tuple[int, ...]
-# The moves of the player the harness tests, for a batch of games: (Pgx states, time
-# steps, one key per game) -> one action per game.
-Player = Callable[[Any, pr.TimeStep, PRNGKeyArray], np.ndarray]
 
 
 # --------------------------------------------------------------------------------------
@@ -101,78 +97,91 @@ def test_the_solver_knows_tic_tac_toe():
 
 
 # --------------------------------------------------------------------------------------
-# The match harness: Pgx's own state and step, batched over games.
+# The solver as a player: podrace.play_match's opponent.
 # --------------------------------------------------------------------------------------
 
 
-def _boards(timestep: pr.TimeStep) -> list[Board]:
-    """The boards of a batch of games, read from Pgx's observations (the player to move's
-    marks in plane 0, the opponent's in plane 1)."""
-    planes = np.asarray(timestep.observation.observation).reshape(-1, 9, 2).astype(bool)
-    mover = planes.sum(axis=(1, 2)) % 2
-    boards = np.where(planes[..., 0], mover[:, None], np.where(planes[..., 1], 1 - mover[:, None], -1))
-    return [tuple(int(cell) for cell in board) for board in boards]
+def _cells(board: Board) -> tuple[int, ...]:
+    """`board` as the player to move sees it: 0 empty, 1 its own mark, 2 the opponent's."""
+    mover = _mover(board)
+    return tuple(0 if cell < 0 else 1 if cell == mover else 2 for cell in board)
 
 
-_reset = jax.jit(jax.vmap(TIC_TAC_TOE.reset))
-_step = jax.jit(jax.vmap(TIC_TAC_TOE.step))
+def _optimal_moves() -> np.ndarray:
+    """For every board in play, indexed by its cells in base 3 (`_cells`), which moves keep
+    its value: the solver's choices, as a `[3**9, 9]` table."""
+    table = np.zeros((3**9, 9), bool)
+    for board in _reachable():
+        if _winner(board) < 0 and min(board) < 0:
+            index = sum(cell * 3**position for position, cell in enumerate(_cells(board)))
+            table[index, list(solve(board)[1])] = True
+    return table
 
 
-def play_minimax(player: Player, *, num_games: int, seed: int) -> dict[str, tuple[int, int, int]]:
-    """`player` plays X in the first half of `num_games` games and O in the second against
-    the solver, which picks uniformly among its optimal moves (a generator seeded with
-    `seed`). An illegal move of `player` loses its game (Pgx's -1 to the mover).
+class MinimaxAgent(pr.AbstractAgent):
+    """Perfect play: a uniform choice among the solver's optimal moves, read from a table of
+    every board in play by Pgx's observation (the mover's marks in plane 0, the opponent's
+    in plane 1). Where the table has no move (the game is over) it chooses a legal one."""
 
-    **Returns:** `{"first": (wins, draws, losses), "second": (...)}` of `player`.
-    """
-    key = jax.random.key(seed)
-    rng = np.random.default_rng(seed)
-    state, timestep = _reset(jax.random.split(key, num_games))
-    player_mark = (np.arange(num_games) >= num_games // 2).astype(int)
-    score = np.zeros(num_games)  # the player's reward minus the solver's
-    over = np.zeros(num_games, bool)
-    for ply in range(9):
-        keys = jax.random.split(jax.random.fold_in(key, ply), num_games)
-        boards = _boards(timestep)
-        players_turn = np.asarray([_mover(board) for board in boards]) == player_mark
-        chosen = np.asarray(player(state, timestep, keys))
-        moves = np.asarray(
-            [
-                chosen[game] if players_turn[game] or over[game] else rng.choice(solve(boards[game])[1])
-                for game in range(num_games)
-            ],
-            np.int32,
-        )
-        state, timestep = _step(state, jnp.asarray(moves), keys)
-        reward = np.asarray(timestep.reward)
-        score += np.where(over, 0.0, np.where(players_turn, reward, -reward))
-        over |= np.asarray(timestep.is_last)
-    assert over.all()
+    optimal_moves: Array
 
-    def count(scores: np.ndarray) -> tuple[int, int, int]:
-        return int(np.sum(scores > 0)), int(np.sum(scores == 0)), int(np.sum(scores < 0))
+    def __call__(
+        self, observation: pr.MaskedObservation, carry: tuple[()], key: PRNGKeyArray
+    ) -> tuple[pr.PolicyStep, tuple[()]]:
+        planes = observation.observation.reshape(9, 2).astype(jnp.int32)
+        index = jnp.sum((planes[:, 0] + 2 * planes[:, 1]) * 3 ** jnp.arange(9))
+        moves = self.optimal_moves[index]
+        moves = jnp.where(jnp.any(moves), moves, pr.legal_actions(observation.action_mask))
+        action = jax.random.choice(key, 9, p=moves / jnp.sum(moves))
+        zero = jnp.zeros(())
+        return pr.PolicyStep(action.astype(jnp.int32), zero, zero), carry
 
-    return {"first": count(score[: num_games // 2]), "second": count(score[num_games // 2 :])}
+    def initial_carry(self) -> tuple[()]:
+        return ()
+
+    def reset_carry(self, carry: tuple[()], is_first: Array) -> tuple[()]:
+        return carry
+
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        return False
 
 
-def _solver_player(state: Any, timestep: pr.TimeStep, keys: PRNGKeyArray) -> np.ndarray:
-    del state, keys
-    boards = _boards(timestep)
-    return np.asarray([solve(board)[1][0] if _winner(board) < 0 and min(board) < 0 else 0 for board in boards])
+MINIMAX = MinimaxAgent(jnp.asarray(_optimal_moves()))
 
 
-@jax.jit
-def _random_player(state: Any, timestep: pr.TimeStep, keys: PRNGKeyArray) -> Array:
-    del state
-    mask = timestep.observation.action_mask
-    return jax.vmap(lambda mask, key: jax.random.choice(key, 9, p=mask / mask.sum()))(mask, keys)
+def against_minimax(agent: pr.AbstractAgent, *, num_games: int, seed: int) -> dict[str, tuple[int, int, int]]:
+    """`agent`'s wins, draws and losses against the solver, as first player in half of
+    `num_games` games and second in the other half (`podrace.play_match`)."""
+    result = pr.play_match(TIC_TAC_TOE, agent, MINIMAX, num_games=num_games, key=jax.random.key(seed))
+    assert bool(jnp.all(result.completed))
+    return {"first": result.record(first=True), "second": result.record(first=False)}
 
 
-def test_the_harness_scores_perfect_play_as_draws_and_punishes_random_play():
-    assert play_minimax(_solver_player, num_games=200, seed=0) == {"first": (0, 100, 0), "second": (0, 100, 0)}
-    random = play_minimax(_random_player, num_games=200, seed=0)
+def test_perfect_play_draws_every_game_and_random_play_loses():
+    """The solver's player against itself draws every game; a uniformly random player
+    never wins against it and loses most games, more often as second player. A random
+    player against a random one wins about 58 % of games as first player, 29 % as second
+    (the game's known odds), in podrace.play_match as in the harness's bookkeeping."""
+    assert against_minimax(MINIMAX, num_games=200, seed=0) == {"first": (0, 100, 0), "second": (0, 100, 0)}
+    random = against_minimax(pr.RandomAgent(9), num_games=200, seed=0)
     assert all(wins == 0 for wins, _, _ in random.values())
     assert random["first"][2] > 20 and random["second"][2] > 50
+    odds = pr.play_match(TIC_TAC_TOE, pr.RandomAgent(9), pr.RandomAgent(9), num_games=4000, key=jax.random.key(1))
+    first_wins, _, first_losses = odds.record(first=True)
+    second_wins, _, _ = odds.record(first=False)
+    assert abs(first_wins / 2000 - 0.585) < 0.04 and abs(first_losses / 2000 - 0.288) < 0.04
+    assert abs(second_wins / 2000 - 0.288) < 0.04
+
+
+def test_play_match_refuses_what_it_cannot_play():
+    random = pr.RandomAgent(9)
+    with pytest.raises(TypeError, match=r"use podrace\.evaluate"):
+        pr.play_match(pr.envs.Catch(), random, random, num_games=2, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="must be even"):
+        pr.play_match(TIC_TAC_TOE, random, random, num_games=3, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="num_actions must be a positive integer"):
+        pr.RandomAgent(0)
 
 
 # --------------------------------------------------------------------------------------
@@ -193,6 +202,19 @@ def _uninformed_agent(search: pr.search.AbstractSearchOperator) -> pr.search.Alp
         ),
     )
     return pr.search.AlphaZeroAgent(network, search, discount=1.0)
+
+
+_reset = jax.jit(jax.vmap(TIC_TAC_TOE.reset))
+_step = jax.jit(jax.vmap(TIC_TAC_TOE.step))
+
+
+def _boards(timestep: pr.TimeStep) -> list[Board]:
+    """The boards of a batch of games, read from Pgx's observations (the player to move's
+    marks in plane 0, the opponent's in plane 1)."""
+    planes = np.asarray(timestep.observation.observation).reshape(-1, 9, 2).astype(bool)
+    mover = planes.sum(axis=(1, 2)) % 2
+    boards = np.where(planes[..., 0], mover[:, None], np.where(planes[..., 1], 1 - mover[:, None], -1))
+    return [tuple(int(cell) for cell in board) for board in boards]
 
 
 def _positions(plies: int) -> list[Board]:
@@ -222,11 +244,6 @@ def _search_moves(agent: pr.search.AlphaZeroAgent, state: Any, timestep: pr.Time
         return agent.act_in(TIC_TAC_TOE, state, timestep, (), key)[0].action
 
     return jax.vmap(act)(state, timestep, keys)
-
-
-def _search_player(agent: pr.search.AlphaZeroAgent) -> Player:
-    """`agent`'s search, batched over games."""
-    return lambda state, timestep, keys: np.asarray(_search_moves(agent, state, timestep, keys))
 
 
 def _value_after(board: Board, cell: int) -> int:
@@ -260,7 +277,9 @@ def test_a_search_with_no_knowledge_never_throws_a_draw_away_late_in_the_game(se
     64 simulations): it has no value to go on."""
     boards = _positions(plies)
     state, timestep = _states_at(boards)
-    moves = _search_player(_uninformed_agent(search))(state, timestep, jax.random.split(jax.random.key(1), len(boards)))
+    moves = np.asarray(
+        _search_moves(_uninformed_agent(search), state, timestep, jax.random.split(jax.random.key(1), len(boards)))
+    )
     thrown, missed = [], []
     for board, move in zip(boards, moves.tolist(), strict=True):
         value = _value_after(board, move)

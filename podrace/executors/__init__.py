@@ -17,6 +17,7 @@
 - `normalization`: running normalisation of observations and rewards, its
   statistics in the pipeline's state.
 - `evaluation`: whole episodes with a fixed network and policy.
+- `match`: games of a two-player game between an agent and a fixed opponent.
 - `pipeline`: the contract every executor's pipeline keeps (`init`, `train`, the
   sizes that turn updates into environment steps, and each member's evaluation,
   network and evaluation environment).
@@ -31,6 +32,7 @@ from . import (
     anakin as anakin,
     evaluation as evaluation,
     host as host,
+    match as match,
     normalization as normalization,
     pbt as pbt,
     pipeline as pipeline,
@@ -45,6 +47,7 @@ __all__ = [
     "anakin",
     "evaluation",
     "host",
+    "match",
     "normalization",
     "pbt",
     "pipeline",
