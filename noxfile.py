@@ -84,7 +84,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Runs every example into the gallery, builds the site strictly and checks it in Chromium."""
-    session.install("-e", ".[docs,plot,video,gymnasium,es,ray,atari,brax,navix,craftax]")
+    session.install("-e", ".[docs,plot,video,gymnasium,es,ray,atari,brax,navix,craftax,pgx,search]")
     session.run("python", "docs/gen_inventory.py")
     session.run("python", "docs/gen_gallery.py")
     session.run("python", "docs/gen_reproductions.py")

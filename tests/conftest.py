@@ -70,6 +70,7 @@ def _start_multidevice_runs(config: pytest.Config) -> helpers.MultideviceRuns:
 SLOWEST = (
     "test_solves_cartpole[c51]",
     "test_solves_cartpole[sac]",
+    "test_alphazero_by_self_play_never_loses_to_perfect_play_on_seeds_0_to_9",
     "test_ppo_solves_envpool_cartpole_through_sebulba_on_seeds_0_to_9",
     "test_muzero_learns_catch_on_ten_seeds",
     "test_gumbel_muzero_with_two_simulations_learns_catch",
