@@ -37,31 +37,30 @@ def slow(session: nox.Session) -> None:
     """Longer learning tests (pytest marker `slow`)."""
     session.install("-e", ".[test]")
     # One worker per core, each taking the next test as it finishes one, the longest first
-    # (see tests/conftest.py); then the Ray test alone, whose actors need the cores to
-    # themselves (6:21 alone, 17 minutes beside another worker). Each test is a group of
-    # its own: twice, `--dist load` left both workers waiting after all but two tests.
-    ray_test = "tests/test_ray_actors.py::test_ppo_learns_cartpole_through_ray_actors"
+    # (see tests/conftest.py). Each test is a group of its own: twice, `--dist load` left
+    # both workers waiting after all but two tests.
     parallel = ("--numprocesses", "logical", "--dist", "loadgroup", "--no-loadscope-reorder")
     # `-rP` shows what the passing learning tests print: every seed's return.
-    report = (DURATIONS, "-rP")
-    slow_tests = ("-m", "slow", "--deselect", ray_test)
-    session.run("pytest", *slow_tests, *parallel, *report, *session.posargs, success_codes=[0, 5])
-    session.run("pytest", "-m", "slow", ray_test, DURATIONS, *session.posargs, success_codes=[0, 5])
+    session.run("pytest", "-m", "slow", *parallel, DURATIONS, "-rP", *session.posargs, success_codes=[0, 5])
 
 
 @nox.session(python=PYTHON)
 def ecosystem(session: nox.Session) -> None:
     """Every registered environment of the other packages (Brax, Playground, Navix, Jumanji,
-    Craftax, XLand-MiniGrid) through `check_env`, and PPO learning an easy task of each: over
-    an hour on two cores, so not in CI, which checks one or a few of each package in the
-    default session."""
+    Craftax, XLand-MiniGrid) through `check_env`, PPO learning an easy task of each, and PPO
+    learning CartPole through Ray actors: over an hour on two cores, so not in CI, which
+    checks one or a few of each package, and Ray's actors, in the default session."""
     session.install("-e", ".[test]")
     learning = "tests/test_ecosystem_learning.py"
-    checks = ("-m", "ecosystem", "--ignore", learning)
+    ray_learning = "tests/test_ray_actors.py::test_ppo_learns_cartpole_through_ray_actors"
+    checks = ("-m", "ecosystem", "--ignore", learning, "--deselect", ray_learning)
     session.run("pytest", *checks, *PARALLEL, DURATIONS, *session.posargs, env=FAST_COMPILATION)
     # The learning tests run the optimised programs, as the slow session's do.
     each_alone = ("--numprocesses", "logical", "--dist", "loadgroup")
     session.run("pytest", learning, "-m", "ecosystem", *each_alone, DURATIONS, "-rP", *session.posargs)
+    # PPO through Ray actors, alone: its actors need the cores (6:21 alone on two cores,
+    # 17 minutes beside another worker).
+    session.run("pytest", ray_learning, "-m", "ecosystem", DURATIONS, "-rP", *session.posargs)
 
 
 @nox.session(python=PYTHON)
