@@ -31,18 +31,8 @@ args = parser.parse_args()
 env = pr.envs.PgxEnv.make("tic_tac_toe")
 network_key, run_key, match_key, game_key = jax.random.split(jax.random.key(args.seed), 4)
 
-config = pr.configs.AlphaZeroConfig(
-    hidden=(64, 64),
-    activation="relu",
-    num_envs=32,
-    rollout_length=32,
-    num_simulations=32,
-    max_num_considered_actions=9,
-    gumbel_scale=4.0,
-    discount=1.0,
-    num_epochs=4,
-    num_minibatches=4,
-)
+# The settings of `podrace train pgx:tic_tac_toe alphazero`.
+config = pr.configs.TUNED["pgx:tic_tac_toe", "alphazero"].config
 pipeline = config.pipeline(env, network_key)
 initial_state = pipeline.init(run_key)
 

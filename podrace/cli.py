@@ -214,7 +214,8 @@ def _add_train_parser(commands: Any) -> None:
 def _tuned_tasks_help() -> str:
     lines = ["defaults tested to solve the task (9 of the seeds 0-9 reach the return):"]
     for (env, algo), tuned in configs.TUNED.items():
-        lines.append(f"  {env} {algo}: {tuned.solved_at:g}")
+        measure = "" if tuned.measure == "return" else f" ({tuned.measure})"
+        lines.append(f"  {env} {algo}: {tuned.solved_at:g}{measure}")
     lines.append("other pairs start from generic defaults.")
     return "\n".join(lines)
 

@@ -296,25 +296,9 @@ def test_a_search_with_no_knowledge_never_throws_a_draw_away_late_in_the_game(se
 # AlphaZero trained by self-play, against perfect play.
 # --------------------------------------------------------------------------------------
 
-# Self-play settings that learn tic-tac-toe on every one of seeds 0-9 (the search guide's
-# "Tic-tac-toe"): a Gumbel search of 32 simulations over all nine moves, acting with four
-# times the default Gumbel noise, which keeps the openings and replies varied. With the
-# default noise the agent learnt to answer only the openings its own self-play chose.
-SELF_PLAY = pr.configs.AlphaZeroConfig(
-    algorithm="alphazero",
-    hidden=(64, 64),
-    activation="relu",
-    num_envs=32,
-    rollout_length=32,
-    num_updates=400,
-    updates_per_call=100,
-    num_simulations=32,
-    max_num_considered_actions=9,
-    gumbel_scale=4.0,
-    discount=1.0,
-    num_epochs=4,
-    num_minibatches=4,
-)
+# The settings of `podrace train pgx:tic_tac_toe alphazero`: a Gumbel search of 32
+# simulations over all nine moves acting with four times the default Gumbel noise.
+SELF_PLAY = pr.configs.TUNED["pgx:tic_tac_toe", "alphazero"]
 # The search of the matches: the same budget for the trained and the uninformed agent.
 MATCH_SEARCH = pr.search.GumbelMuZeroSearch(64, max_num_considered_actions=9, gumbel_scale=0.0)
 
@@ -326,8 +310,8 @@ def test_alphazero_by_self_play_never_loses_to_perfect_play_on_seeds_0_to_9():
     in 500 and second in the other 500: at least 9 seeds lose none and draw 99 % or more.
     The same search with an uninformed network (a uniform prior, a zero value) loses most
     of its games as second player: what holds the draws is what the network learnt."""
-    population, key = pr.configs.Run("pgx:tic_tac_toe", SELF_PLAY, seed=0, seeds=10).make()
-    result = population.train(population.init(key), num_updates=SELF_PLAY.num_updates)
+    population, key = pr.configs.Run("pgx:tic_tac_toe", SELF_PLAY.config, seed=0, seeds=10).make()
+    result = population.train(population.init(key), num_updates=SELF_PLAY.config.num_updates)
     params, static = eqx.partition(population.networks(result.state), eqx.is_array)
     uninformed = against_minimax(_uninformed_agent(MATCH_SEARCH), num_games=1_000, seed=10)
     assert uninformed["second"][2] > 250, uninformed
@@ -337,7 +321,8 @@ def test_alphazero_by_self_play_never_loses_to_perfect_play_on_seeds_0_to_9():
         agent = pr.search.AlphaZeroAgent(network, MATCH_SEARCH, discount=1.0)
         records.append(against_minimax(agent, num_games=1_000, seed=10))
     never_lost = [
-        record["first"][2] + record["second"][2] == 0 and record["first"][1] + record["second"][1] >= 990
+        record["first"][2] + record["second"][2] == 0
+        and record["first"][1] + record["second"][1] >= SELF_PLAY.solved_at * 1_000
         for record in records
     ]
     print(f"uninformed search: {uninformed}; by seed: {records}")  # shown by pytest -rP
