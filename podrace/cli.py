@@ -473,9 +473,16 @@ def _train(args: argparse.Namespace) -> int:
             return 0
         devices = pipeline.num_devices
         members = f", {run.seeds} seeds side by side" if run.seeds > 1 else ""
+        # Host environments are stepped by each process (Sebulba's split over its actor
+        # threads); a JAX environment's batch is per device.
+        if run.runs_on_host:
+            threads = f" over {run.actor_threads} actor threads" if run.executor == "sebulba" else ""
+            envs = f"{config.num_envs} envs per process{threads}"
+        else:
+            envs = f"{config.num_envs} envs per device"
         say(
             f"{run.env} {config.algorithm} on {devices} {jax.default_backend()} device(s) in "
-            f"{jax.process_count()} process(es): {config.num_envs} envs per device, rollouts of "
+            f"{jax.process_count()} process(es): {envs}, rollouts of "
             f"{config.rollout_length}, {remaining} updates "
             f"({min(config.updates_per_call, remaining)} per call){members}."
         )

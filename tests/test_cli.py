@@ -349,6 +349,7 @@ def test_a_gymnasium_run_checkpoints_its_learner_and_evaluates(tmp_path, capsys)
     directory = tmp_path / "run"
     argv = ["train", "gymnasium:CartPole-v1", "ppo", *TINY, "--checkpoint-dir", str(directory)]
     assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
+    assert "4 envs per process, rollouts of" in capsys.readouterr().out  # host environments: per process
     assert cli.main(["evaluate", str(directory), "--num-episodes", "4"]) == 0
     assert "gymnasium:CartPole-v1 ppo, checkpoint 2" in capsys.readouterr().out
 
@@ -361,6 +362,7 @@ def test_sebulba_trains_envpool_pools_in_actor_threads_checkpoints_and_resumes(t
     assert cli.main([*argv, "--output", str(tmp_path / "c.png")]) == 0
     printed = capsys.readouterr().out
     assert "executor=sebulba, actor_threads=2, actor_devices=1" in printed, printed
+    assert "4 envs per process over 2 actor threads" in printed, printed
     with Checkpointer(directory) as checkpointer:
         run = configs.Run.from_json(checkpointer.config()["run"])
     assert (run.executor, run.actor_threads) == ("sebulba", 2)
