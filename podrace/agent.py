@@ -54,6 +54,22 @@ class AbstractAgent(eqx.Module):
         ([`podrace.ObservationActionReward`][])."""
 
 
+class AbstractMemorylessAgent(AbstractAgent):
+    """An agent that acts on the current observation alone: no recurrent state, and no
+    previous action and reward in its observations (a search agent, a random player)."""
+
+    def initial_carry(self) -> tuple[()]:
+        return ()
+
+    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
+        del is_first
+        return carry
+
+    @property
+    def reads_previous_action_reward(self) -> bool:
+        return False
+
+
 @final
 class Agent(AbstractAgent):
     """A network and the policy over its outputs: what acts, and what losses differentiate.
@@ -156,7 +172,7 @@ class Agent(AbstractAgent):
 
 
 @final
-class RandomAgent(AbstractAgent):
+class RandomAgent(AbstractMemorylessAgent):
     """Chooses uniformly among the legal actions: the floor a trained agent of a game is
     measured against, and an opponent for [`podrace.play_match`][].
 
@@ -185,14 +201,3 @@ class RandomAgent(AbstractAgent):
         action = jax.random.choice(key, self.num_actions, p=legal / num_legal)
         log_prob = -jnp.log(num_legal.astype(jnp.float32))
         return PolicyStep(action.astype(jnp.int32), log_prob, -log_prob), carry
-
-    def initial_carry(self) -> tuple[()]:
-        return ()
-
-    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
-        del is_first
-        return carry
-
-    @property
-    def reads_previous_action_reward(self) -> bool:
-        return False

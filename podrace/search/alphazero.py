@@ -10,7 +10,7 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 
 from .._types import PolicyLogits, PolicyStep, TimeStep, legal_actions
 from .._validation import as_float_array, check_in_unit_interval
-from ..agent import Agent
+from ..agent import AbstractMemorylessAgent, Agent
 from ..envs import AbstractEnv, AbstractTurnBasedEnv, AbstractWrapper
 from ..networks import AbstractNetwork, split_action_mask
 from ..policies import Categorical
@@ -40,7 +40,7 @@ class ModelNode(eqx.Module):
 
 
 @final
-class AlphaZeroAgent(AbstractEnvModelAgent):
+class AlphaZeroAgent(AbstractEnvModelAgent, AbstractMemorylessAgent):
     """AlphaZero: acts by mctx's search from the environment's state, with the
     environment's own `step` as the model and a network giving the prior policy and the
     value of each state it reaches.
@@ -96,17 +96,6 @@ class AlphaZeroAgent(AbstractEnvModelAgent):
                 "no previous action and reward: give it a feed-forward network (FeedForwardNetwork, or "
                 "ActorCriticNetwork) on the observations alone."
             )
-
-    def initial_carry(self) -> tuple[()]:
-        return ()
-
-    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
-        del is_first
-        return carry
-
-    @property
-    def reads_previous_action_reward(self) -> bool:
-        return False
 
     def prior(self) -> Agent:
         """The network and the categorical policy of its logits: what the losses

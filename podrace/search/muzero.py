@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._types import PolicyStep, legal_actions
 from .._validation import as_float_array, check_in_unit_interval
-from ..agent import AbstractAgent, Agent
+from ..agent import AbstractMemorylessAgent, Agent
 from ..networks import MuZeroNetwork, split_action_mask
 from ..policies import Categorical
 from ._mctx import import_mctx
@@ -17,7 +17,7 @@ from .operators import AbstractSearchOperator, GumbelMuZeroSearch, search_policy
 
 
 @final
-class MuZeroAgent(AbstractAgent):
+class MuZeroAgent(AbstractMemorylessAgent):
     """MuZero: acts by mctx's search over a learnt model, from the observation alone.
 
     The root is the network's representation of the observation and its prediction
@@ -84,17 +84,6 @@ class MuZeroAgent(AbstractAgent):
             reward=reward, discount=self.discount, prior_logits=output.logits, value=output.value
         )
         return step, latent
-
-    def initial_carry(self) -> tuple[()]:
-        return ()
-
-    def reset_carry(self, carry: PyTree[Array], is_first: Array) -> PyTree[Array]:
-        del is_first
-        return carry
-
-    @property
-    def reads_previous_action_reward(self) -> bool:
-        return False
 
     def prior(self) -> Agent:
         """The network and the categorical policy of its prediction at the observation's
