@@ -19,6 +19,7 @@ import jax
 import matplotlib.pyplot as plt
 
 import podrace as pr
+from podrace.executors.match import act
 from podrace.executors.pipeline import AbstractTrainResult
 from podrace.progress import plot_learning_curve, train_with_progress
 
@@ -66,14 +67,9 @@ for (name, opponent), key in zip(opponents.items(), jax.random.split(match_key),
     print(f"{name:<18}{records[0]:>15}{records[1]:>15}")
 
 
-@eqx.filter_jit
-def choose_move(player: pr.AbstractAgent, game_state, timestep: pr.TimeStep, key: jax.Array) -> jax.Array:
-    # The search plans in the game from its state; the random player reads the legal moves.
-    if isinstance(player, pr.search.AlphaZeroAgent):
-        return player.act_in(env, game_state, timestep, (), key)[0].action
-    return player(timestep.observation, (), key)[0].action
-
-
+# A move, as a match chooses it: the search plans in the game from its state, the random
+# player reads the legal moves from the observation.
+choose_move = eqx.filter_jit(act)
 reset, step = jax.jit(env.reset), jax.jit(env.step)
 
 
@@ -85,7 +81,7 @@ def play_game(x_player: pr.AbstractAgent, o_player: pr.AbstractAgent, key: jax.A
     while not timestep.is_last:
         key, move_key, step_key = jax.random.split(key, 3)
         mover = (x_player, o_player)[len(moves) % 2]
-        moves.append(int(choose_move(mover, game_state, timestep, move_key)))
+        moves.append(int(choose_move(mover, env, game_state, timestep, (), move_key)[0].action))
         game_state, timestep = step(game_state, moves[-1], step_key)
     # The last reward is the last mover's: 1 for a win, 0 for a draw on a full board.
     outcome = ("O wins", "X wins")[len(moves) % 2] if timestep.reward > 0 else "draw"

@@ -120,7 +120,7 @@ def _optimal_moves() -> np.ndarray:
     return table
 
 
-class MinimaxAgent(pr.AbstractAgent):
+class MinimaxAgent(pr.agent.AbstractMemorylessAgent):
     """Perfect play: a uniform choice among the solver's optimal moves, read from a table of
     every board in play by Pgx's observation (the mover's marks in plane 0, the opponent's
     in plane 1). Where the table has no move (the game is over) it chooses a legal one."""
@@ -137,16 +137,6 @@ class MinimaxAgent(pr.AbstractAgent):
         action = jax.random.choice(key, 9, p=moves / jnp.sum(moves))
         zero = jnp.zeros(())
         return pr.PolicyStep(action.astype(jnp.int32), zero, zero), carry
-
-    def initial_carry(self) -> tuple[()]:
-        return ()
-
-    def reset_carry(self, carry: tuple[()], is_first: Array) -> tuple[()]:
-        return carry
-
-    @property
-    def reads_previous_action_reward(self) -> bool:
-        return False
 
 
 MINIMAX = MinimaxAgent(jnp.asarray(_optimal_moves()))

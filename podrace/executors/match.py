@@ -72,8 +72,23 @@ def play_match(
 def act(
     agent: AbstractAgent, env: AbstractEnv, state: PyTree[Array], timestep: TimeStep, carry: PyTree, key: PRNGKeyArray
 ) -> tuple[PolicyStep, PyTree]:
-    """One agent's action in one game: planned in `env` from `state` for an agent that
-    plans with the environment as its model, chosen from the observation otherwise."""
+    """One agent's action in one game, as [`podrace.play_match`][] chooses it: planned in
+    `env` from `state` by an agent that plans with the environment as its model
+    ([`podrace.search.AbstractEnvModelAgent`][]), chosen from the observation by any other.
+
+    **Arguments:**
+
+    - `agent`: the agent to move.
+    - `env`: the game, without an automatic reset.
+    - `state`: its current state (one game's).
+    - `timestep`: its latest time step.
+    - `carry`: the agent's recurrent state.
+    - `key`: the randomness of acting.
+
+    **Returns:**
+
+    The policy step and the agent's next carry.
+    """
     if isinstance(agent, AbstractEnvModelAgent):
         return agent.act_in(env, state, timestep, carry, key)
     return agent(timestep.observation, carry, key)
