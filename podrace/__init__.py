@@ -50,6 +50,7 @@ from .executors.anakin import Anakin as Anakin, AnakinState as AnakinState, Trai
 from .executors.evaluation import (
     Evaluation as Evaluation,
     evaluate as evaluate,
+    evaluate_agent as evaluate_agent,
     random_policy_episodes as random_policy_episodes,
 )
 from .executors.match import play_match as play_match

@@ -990,6 +990,7 @@ class LearnerCase:
     continuous: bool = False
     device_invariant: bool = True
     previous_action_reward: bool = False
+    search: bool = False
 
     def env(self) -> pr.envs.AbstractEnv:
         env = Point() if self.continuous else pr.envs.Catch(rows=CATCH_ROWS, columns=CATCH_COLUMNS)
@@ -1000,6 +1001,8 @@ class LearnerCase:
     ) -> pr.Trajectory:
         """Random trajectories for the case's environment, starting from random carries of `agent`."""
         kwargs = dict(previous_action_reward=self.previous_action_reward, carry=random_carry(agent, seed, batch_size))
+        if self.search:
+            kwargs["search_statistics"] = True
         if self.continuous:
             return random_trajectory(
                 seed, num_steps, batch_size, observation_shape=POINT_OBS_SHAPE, action_size=1, **kwargs
@@ -1037,6 +1040,23 @@ def recurrent_learner(
     )
     policy = default_policy if policy is None else policy
     return pr.Learner(network, policy, loss, CLIPPED_ADAM, num_epochs=num_epochs, num_minibatches=num_minibatches)
+
+
+def muzero_learner(
+    key: PRNGKeyArray, *, replay: bool = False, support_size: int | None = None
+) -> pr.learners.AlphaZeroLearner | pr.learners.MuZeroReplayLearner:
+    """A small MuZero agent (4 simulations, 2 unrolled steps, 2-step targets), learnt
+    on-policy in 2 epochs of 3 minibatches or from replay (2 gradient steps on 4 sequences)."""
+    network = pr.networks.MuZeroNetwork(
+        OBS_SHAPE, NUM_ACTIONS, latent_size=8, hidden_sizes=(16,), support_size=support_size, key=key
+    )
+    agent = pr.search.MuZeroAgent(network, pr.search.GumbelMuZeroSearch(4), discount=0.9)
+    loss = pr.losses.MuZeroLoss(num_unroll_steps=2, n_step=2)
+    if replay:
+        return pr.learners.MuZeroReplayLearner(
+            agent, loss, ADAM, buffer_size=60, batch_size=4, min_replay_size=1, gradient_steps=2
+        )
+    return pr.learners.AlphaZeroLearner(agent, loss, ADAM, num_epochs=2, num_minibatches=3)
 
 
 LEARNERS: dict[str, LearnerCase] = {
@@ -1152,6 +1172,12 @@ LEARNERS: dict[str, LearnerCase] = {
         ),
         continuous=True,
         previous_action_reward=True,
+    ),
+    # MuZero searches a learnt model from observations: on-policy, and from replay (each
+    # device replays its own experience, as for DQN), with categorical values and rewards.
+    "muzero-two-epochs-three-minibatches": LearnerCase(muzero_learner, search=True),
+    "muzero-replay-categorical": LearnerCase(
+        lambda key: muzero_learner(key, replay=True, support_size=3), search=True, device_invariant=False
     ),
 }
 

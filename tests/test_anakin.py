@@ -308,6 +308,12 @@ def test_evaluation_in_the_training_program_equals_evaluate_and_does_not_retrace
     assert pipeline.train(state, num_updates=NUM_UPDATES).evaluation is None
     with pytest.raises(ValueError, match="num_episodes"):
         pr.Evaluation(policy, num_episodes=0, key=jax.random.key(0))
+    # An agent of that network and policy plays the same episodes.
+    agent = pr.Agent(network, policy)
+    by_agent = pr.evaluate_agent(pipeline.evaluation_env(), agent, num_episodes=5, key=jax.random.key(1), max_steps=20)
+    helpers.assert_trees_close(by_agent, first.evaluation, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="num_episodes"):
+        pr.evaluate_agent(pipeline.evaluation_env(), agent, num_episodes=0, key=jax.random.key(0))
     with pytest.raises(ValueError, match="Categorical"):
         pipeline.train(
             state,

@@ -78,8 +78,11 @@ def test_learner_init_holds_the_initial_network_and_a_fresh_optimiser_state(name
     assert int(state.num_updates) == 0 and state.num_updates.dtype == jnp.int32
     helpers.assert_trees_close(state.opt_state, learner.optimizer.init(state.params), rtol=0, atol=0)
     # The state's network is the learner's own until the first update.
-    helpers.assert_trees_close(learner.network_at(state), learner.network, rtol=0, atol=0)
-    assert learner.agent(state).network is not None and learner.agent(state).policy.input_type is not None
+    helpers.assert_trees_close(learner.network_at(state), learner.initial_agent().network, rtol=0, atol=0)
+    agent = learner.agent(state)
+    assert agent.network is not None
+    if not helpers.LEARNERS[name].search:  # a search agent acts with its search, not a policy
+        assert agent.policy.input_type is not None
 
 
 @pytest.mark.parametrize("name", helpers.LEARNERS)

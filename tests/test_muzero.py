@@ -11,6 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jaxtyping import TypeCheckError
 
@@ -25,9 +26,11 @@ pytest.importorskip("mctx")
 NUM_SIMULATIONS = 4
 
 
-def _network(key=None) -> pr.networks.MuZeroNetwork:
+def _network(key=None, support_size=None) -> pr.networks.MuZeroNetwork:
     key = jax.random.key(0) if key is None else key
-    return pr.networks.MuZeroNetwork(helpers.OBS_SHAPE, helpers.NUM_ACTIONS, latent_size=8, hidden_sizes=(16,), key=key)
+    return pr.networks.MuZeroNetwork(
+        helpers.OBS_SHAPE, helpers.NUM_ACTIONS, latent_size=8, hidden_sizes=(16,), support_size=support_size, key=key
+    )
 
 
 def _agent(search=None) -> pr.search.MuZeroAgent:
@@ -113,6 +116,27 @@ def test_muzero_refuses_other_networks_continuous_actions_and_trajectories_witho
 # --------------------------------------------------------------------------------------
 
 
+def np_signed_hyperbolic(x):
+    return np.sign(x) * (np.sqrt(np.abs(x) + 1.0) - 1.0) + 1e-3 * x
+
+
+def np_value_loss(network, output, target):
+    """Squared error of a scalar output; for a categorical one, the cross-entropy from its
+    atoms' logits to the two-hot encoding of the transformed target (Appendix F)."""
+    if network.support_size is None:
+        return (target - float(output)) ** 2
+    size = network.support_size
+    position = np.clip(np_signed_hyperbolic(target), -size, size) + size
+    lower = int(np.floor(position))
+    probs = np.zeros(2 * size + 1)
+    probs[lower] += 1.0 - (position - lower)
+    if lower < 2 * size:
+        probs[lower + 1] += position - lower
+    logits = np.asarray(output, np.float64)
+    log_probs = logits - logits.max() - np.log(np.sum(np.exp(logits - logits.max())))
+    return -np.sum(probs * log_probs)
+
+
 def np_muzero_loss(network, trajectory, *, steps, n, value_coefficient):
     """Schrittwieser et al. (2020), eq. 1, one start and one unrolled step at a time: the
     model's outputs (float32, from the network) against targets computed in float64."""
@@ -149,33 +173,32 @@ def np_muzero_loss(network, trajectory, *, steps, n, value_coefficient):
             ends = [e for e in range(t, u) if e <= num_steps and is_last[e]]
             alive = not ends and u <= num_steps
             absorbed = bool(ends) and terminated[ends[0]]
-            output = network.predict(latent)
-            logits = np.asarray(output.logits, np.float64)
-            value = float(output.value)
+            logits, value = network.prediction_outputs(latent)
+            logits = np.asarray(logits, np.float64)
             if alive and u < num_steps and not is_last[u]:
                 log_policy = logits - np.log(np.sum(np.exp(logits - logits.max()))) - logits.max()
                 policy_loss -= np.sum(np.asarray(statistics.policy[u], np.float64) * log_policy)
-                value_loss += (value_target(u) - value) ** 2
+                value_loss += np_value_loss(network, value, value_target(u))
             elif (alive and is_last[u] and terminated[u]) or absorbed:
-                value_loss += value**2
+                value_loss += np_value_loss(network, value, 0.0)
             if k >= 1:
                 if alive:
-                    reward_loss += (reward[u] - predicted_reward) ** 2
+                    reward_loss += np_value_loss(network, predicted_reward, reward[u])
                 elif absorbed:
-                    reward_loss += predicted_reward**2
+                    reward_loss += np_value_loss(network, predicted_reward, 0.0)
             if k < steps:
                 action = actions[u] if u < num_steps else 0
-                latent, predicted_reward = network.transition(latent, jnp.asarray(action))
-                predicted_reward = float(predicted_reward)
+                latent, predicted_reward = network.transition_outputs(latent, jnp.asarray(action))
     terms = {name: total / num_steps for name, total in (("policy_loss", policy_loss), ("value_loss", value_loss))}
     terms["reward_loss"] = reward_loss / num_steps
     return terms["policy_loss"] + value_coefficient * terms["value_loss"] + terms["reward_loss"], terms
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-@pytest.mark.parametrize(("steps", "n"), [(3, 2), (1, 5), (5, 10)])
-def test_the_loss_is_the_papers_unrolled_loss_with_absorbing_terminations(seed, steps, n):
-    network = _network(jax.random.key(seed))
+@pytest.mark.parametrize(("steps", "n", "support_size"), [(3, 2, None), (1, 5, None), (5, 10, None), (3, 4, 2)])
+def test_the_loss_is_the_papers_unrolled_loss_with_absorbing_terminations(seed, steps, n, support_size):
+    """Scalar values and rewards, and categorical ones on a support of 5 atoms."""
+    network = _network(jax.random.key(seed), support_size)
     trajectory = helpers.random_trajectory(seed, 9, search_statistics=True, episode_end_probability=0.3)
     loss = pr.losses.MuZeroLoss(num_unroll_steps=steps, n_step=n, value_coefficient=0.5)
     value, terms = eqx.filter_jit(loss.trajectory_loss)(helpers.agent(network), trajectory)
@@ -183,6 +206,26 @@ def test_the_loss_is_the_papers_unrolled_loss_with_absorbing_terminations(seed, 
     np.testing.assert_allclose(float(value), expected, rtol=1e-5)
     for name, term in expected_terms.items():
         np.testing.assert_allclose(float(terms[name]), term, rtol=1e-5, atol=1e-6)
+
+
+def test_a_categorical_networks_values_and_rewards_are_the_untransformed_means_of_its_atoms():
+    network = _network(support_size=3)
+    latent = network.represent(jnp.ones(helpers.OBS_SHAPE))
+    logits, value_atoms = network.prediction_outputs(latent)
+    next_latent, reward_atoms = network.transition_outputs(latent, jnp.asarray(1))
+    assert value_atoms.shape == reward_atoms.shape == (7,)
+    one = jnp.asarray(1)
+    for atoms, scalar in (
+        (value_atoms, network.predict(latent).value),
+        (reward_atoms, network.transition(latent, one)[1]),
+    ):
+        probs = np.exp(np.asarray(atoms, np.float64) - float(jnp.max(atoms)))
+        mean = np.sum(probs / probs.sum() * np.arange(-3, 4))
+        np.testing.assert_allclose(np_signed_hyperbolic(float(scalar)), mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(network.predict(latent).logits, logits)
+    np.testing.assert_array_equal(network.transition(latent, one)[0], next_latent)
+    with pytest.raises(ValueError, match="support_size must be None"):
+        _network(support_size=0)
 
 
 def test_the_hand_computation_sees_terminations_and_truncations():
@@ -208,6 +251,33 @@ def test_the_dynamics_learn_only_from_unrolled_steps_and_the_gradient_into_them_
 # --------------------------------------------------------------------------------------
 # The command line and learning.
 # --------------------------------------------------------------------------------------
+
+
+def test_the_replay_learner_draws_sequences_of_k_plus_n_plus_one_steps_and_refuses_other_agents():
+    loss = pr.losses.MuZeroLoss(num_unroll_steps=3, n_step=4)
+    learner = pr.learners.MuZeroReplayLearner(_agent(), loss, optax.adam(1e-3), buffer_size=100, batch_size=4)
+    assert learner.replay.sequence_length == 8
+    longer = pr.learners.MuZeroReplayLearner(
+        _agent(), loss, optax.adam(1e-3), buffer_size=100, batch_size=4, sequence_length=12
+    )
+    assert longer.replay.sequence_length == 12
+    alphazero = pr.search.AlphaZeroAgent(helpers.logit_network(jax.random.key(0), with_value=True))
+    with pytest.raises((ValueError, TypeCheckError), match="MuZeroAgent"):
+        pr.learners.MuZeroReplayLearner(alphazero, loss, optax.adam(1e-3), buffer_size=100, batch_size=4)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match="buffer_size=2 is smaller than batch_size=4"):
+        pr.learners.MuZeroReplayLearner(_agent(), loss, optax.adam(1e-3), buffer_size=2, batch_size=4)
+
+
+def test_the_configuration_learns_from_replay_with_categorical_values_when_asked():
+    config = configs.MuZeroConfig(algorithm="muzero", replay=True, support_size=5, gradient_steps=3)
+    pipeline = config.pipeline(pr.envs.Catch(), jax.random.key(0))
+    assert isinstance(pipeline.learner, pr.learners.MuZeroReplayLearner)
+    assert pipeline.learner.search_agent.network.support_size == 5
+    assert config.gradient_steps_per_update == 3
+    assert isinstance(
+        configs.MuZeroConfig(algorithm="muzero").pipeline(pr.envs.Catch(), jax.random.key(0)).learner,
+        pr.learners.AlphaZeroLearner,
+    )
 
 
 def test_podrace_train_catch_muzero_runs(tmp_path, capsys):

@@ -45,6 +45,10 @@ class AlphaZeroConfig(AbstractTorsoHeadConfig, AbstractSearchConfig):
     )
     lambda_: float = setting(1.0, "the TD(lambda) mixing of the value targets, in [0, 1]", unit_interval, static=False)
 
+    @property
+    def gradient_steps_per_update(self) -> int:
+        return self.num_epochs * self.num_minibatches
+
     def head(self, action_space: Any, in_size: int, *, with_value: bool, key: PRNGKeyArray) -> AbstractHead[Any]:
         return PolicyLogitHead(in_size, self.num_actions(action_space), with_value=with_value, key=key)
 

@@ -116,6 +116,11 @@ def gradient_clip(text: str) -> float | None:
     return None if text == "none" else positive_float(text)
 
 
+def optional_positive_int(text: str) -> int | None:
+    """A positive integer, or `none`."""
+    return None if text == "none" else positive_int(text)
+
+
 def reset_count(text: str) -> int | None:
     """A positive count, or `all`."""
     return None if text == "all" else positive_int(text)

@@ -8,12 +8,21 @@ import equinox as eqx
 from jaxtyping import PRNGKeyArray
 
 from .._types import Discrete
-from ..learners import AbstractLearner, AlphaZeroLearner
+from ..learners import AbstractLearner, AlphaZeroLearner, MuZeroReplayLearner
 from ..losses import MuZeroLoss
 from ..networks import MuZeroNetwork
 from ..policies import AbstractPolicy, Mode
 from ..search import AbstractSearchOperator, GumbelMuZeroSearch, MuZeroAgent, MuZeroSearch
-from .base import ACTIVATIONS, AbstractConfig, non_negative_float, positive_float, positive_int, setting, unit_interval
+from .base import (
+    ACTIVATIONS,
+    AbstractConfig,
+    non_negative_float,
+    optional_positive_int,
+    positive_float,
+    positive_int,
+    setting,
+    unit_interval,
+)
 
 
 SEARCHES = ("gumbel", "muzero")
@@ -69,10 +78,6 @@ class AbstractSearchConfig(AbstractConfig):
     num_epochs: int = setting(1, "passes over each rollout", positive_int)
     num_minibatches: int = setting(1, "minibatches per pass, dividing the environments", positive_int)
 
-    @property
-    def gradient_steps_per_update(self) -> int:
-        return self.num_epochs * self.num_minibatches
-
     def operator(self) -> AbstractSearchOperator:
         """mctx's policy-improvement operator that `search` names, with its settings."""
         if self.search == "muzero":
@@ -114,9 +119,12 @@ class MuZeroConfig(AbstractSearchConfig):
     """MuZero: a search agent ([`podrace.search.MuZeroAgent`][]) that plans with a learnt
     model ([`podrace.networks.MuZeroNetwork`][]: representation, dynamics and prediction
     MLPs of the `hidden` sizes), trained on its own rollouts by
-    [`podrace.learners.AlphaZeroLearner`][] with [`podrace.losses.MuZeroLoss`][];
-    evaluated by the mode of the prediction at the observation's latent state, without a
-    search. It needs discrete actions.
+    [`podrace.learners.AlphaZeroLearner`][] with [`podrace.losses.MuZeroLoss`][], or,
+    with `replay`, by [`podrace.learners.MuZeroReplayLearner`][] from sequences replayed
+    from a buffer of `buffer_size` time steps (`batch_size` sequences per gradient step,
+    `gradient_steps` per update, once `min_replay_size` are stored); evaluated by the mode
+    of the prediction at the observation's latent state, without a search. It needs
+    discrete actions.
 
     Reference: Schrittwieser et al., "Mastering Atari, Go, Chess and Shogi by Planning with
     a Learned Model", Nature 2020; Danihelka et al., "Policy improvement by planning with
@@ -135,6 +143,22 @@ class MuZeroConfig(AbstractSearchConfig):
     latent_size: int = setting(32, "the size of the model's latent state", positive_int)
     num_unroll_steps: int = setting(5, "dynamics steps unrolled from each start in training (K)", positive_int)
     n_step: int = setting(10, "value targets: rewards summed before bootstrapping from a root value", positive_int)
+    replay: bool = setting(
+        False, "learn from replayed sequences (buffer, batch size, gradient steps) instead of each rollout", None
+    )
+    buffer_size: int = setting(100_000, "replay capacity, in time steps", positive_int)
+    batch_size: int = setting(128, "replay: sequences per gradient step", positive_int)
+    min_replay_size: int = setting(1_000, "replay: time steps stored before learning starts", positive_int)
+    gradient_steps: int = setting(8, "replay: gradient steps per update", positive_int)
+    support_size: int | None = setting(
+        None,
+        "categorical values and rewards over the atoms -N..N of the transformed scale ('none': scalars)",
+        optional_positive_int,
+    )
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        return self.gradient_steps if self.replay else self.num_epochs * self.num_minibatches
 
     def learner(self, action_space: Any, observation_shape: tuple[int, ...], key: PRNGKeyArray) -> AbstractLearner:
         network = MuZeroNetwork(
@@ -143,12 +167,23 @@ class MuZeroConfig(AbstractSearchConfig):
             latent_size=self.latent_size,
             hidden_sizes=self.hidden,
             activation=ACTIVATIONS[self.activation],
+            support_size=self.support_size,
             key=key,
         )
         agent = MuZeroAgent(network, self.operator(), discount=self.discount)
         loss = MuZeroLoss(
             num_unroll_steps=self.num_unroll_steps, n_step=self.n_step, value_coefficient=self.value_coefficient
         )
+        if self.replay:
+            return MuZeroReplayLearner(
+                agent,
+                loss,
+                self.optimizer(),
+                buffer_size=self.buffer_size,
+                batch_size=self.batch_size,
+                min_replay_size=self.min_replay_size,
+                gradient_steps=self.gradient_steps,
+            )
         return AlphaZeroLearner(
             agent, loss, self.optimizer(), num_epochs=self.num_epochs, num_minibatches=self.num_minibatches
         )

@@ -8,10 +8,12 @@ import jax.numpy as jnp
 from jaxtyping import PRNGKeyArray
 
 from .._validation import check_agent_fits, check_positive_int
+from ..agent import AbstractAgent
 from ..envs import AbstractEnv
 from ..networks import AbstractNetwork
 from ..policies import AbstractPolicy
 from ..results import EvaluationResult
+from .match import act as act_in_game
 
 
 def evaluate(
@@ -116,11 +118,49 @@ def play_episodes(
     observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
     check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
 
-    def act(observation, carry, key):
-        output, carry = network(observation, carry)
+    def act(state, timestep, carry, key):
+        del state
+        output, carry = network(timestep.observation, carry)
         return policy(output, key).action, carry
 
     return _episodes(env, act, network.initial_carry(), key, num_episodes=num_episodes, max_steps=max_steps)
+
+
+@eqx.filter_jit
+def evaluate_agent(
+    env: AbstractEnv, agent: AbstractAgent, *, num_episodes: int, key: PRNGKeyArray, max_steps: int = 10_000
+) -> EvaluationResult:
+    """Runs an agent for `num_episodes` whole episodes of a JAX environment, in one compiled call.
+
+    Where [`podrace.evaluate`][] plays a network and a policy over its outputs, this
+    plays any [`podrace.AbstractAgent`][] as it acts in training: a search agent with its
+    search ([`podrace.search.MuZeroAgent`][] over its model, an
+    [`podrace.search.AbstractEnvModelAgent`][] such as [`podrace.search.AlphaZeroAgent`][]
+    in the environment's own state), a recurrent agent with its carry. For a greedy
+    search, give the agent a search without noise (e.g.
+    `GumbelMuZeroSearch(n, gumbel_scale=0.0)`). The episodes run side by side, one
+    environment each.
+
+    **Arguments:**
+
+    - `env`: a bare (not auto-resetting) [`podrace.envs.AbstractEnv`][].
+    - `agent`: the agent (e.g. `learner.agent(state)`).
+    - `num_episodes`: how many episodes.
+    - `key`: the agent's and the environment's randomness.
+    - `max_steps`: the step budget per episode.
+
+    **Returns:**
+
+    An [`podrace.EvaluationResult`][].
+    """
+    check_positive_int("evaluate_agent", "num_episodes", num_episodes)
+    check_positive_int("evaluate_agent", "max_steps", max_steps)
+
+    def act(state, timestep, carry, key):
+        policy_step, carry = act_in_game(agent, env, state, timestep, carry, key)
+        return policy_step.action, carry
+
+    return _episodes(env, act, agent.initial_carry(), key, num_episodes=num_episodes, max_steps=max_steps)
 
 
 @eqx.filter_jit
@@ -148,7 +188,7 @@ def random_policy_episodes(
     check_positive_int("random_policy_episodes", "num_episodes", num_episodes)
     return _episodes(
         env,
-        lambda observation, carry, key: (env.action_space.sample(key), carry),
+        lambda state, timestep, carry, key: (env.action_space.sample(key), carry),
         (),
         key,
         num_episodes=num_episodes,
@@ -157,7 +197,8 @@ def random_policy_episodes(
 
 
 def _episodes(env: AbstractEnv, act, initial_carry, key: PRNGKeyArray, *, num_episodes, max_steps) -> EvaluationResult:
-    """Episodes side by side, one environment each, acting with `act(observation, carry, key) -> (action, carry)`."""
+    """Episodes side by side, one environment each, acting with `act(state, timestep, carry, key)`,
+    which returns the action and the next carry."""
 
     def episode(key):
         reset_key, key = jax.random.split(key)
@@ -172,7 +213,7 @@ def _episodes(env: AbstractEnv, act, initial_carry, key: PRNGKeyArray, *, num_ep
         def step(carry):
             state, timestep, net_carry, key, episode_return, length, _ = carry
             key, act_key, step_key = jax.random.split(key, 3)
-            action, net_carry = act(timestep.observation, net_carry, act_key)
+            action, net_carry = act(state, timestep, net_carry, act_key)
             state, timestep = env.step(state, action, step_key)
             return state, timestep, net_carry, key, episode_return + timestep.reward, length + 1, timestep.is_last
 

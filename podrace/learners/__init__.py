@@ -14,7 +14,11 @@ from .actor_critic import (
     AbstractActorCriticLearner as AbstractActorCriticLearner,
     AbstractActorCriticState as AbstractActorCriticState,
 )
-from .alphazero import AlphaZeroLearner as AlphaZeroLearner
+from .alphazero import (
+    AlphaZeroLearner as AlphaZeroLearner,
+    MuZeroReplayLearner as MuZeroReplayLearner,
+    MuZeroReplayState as MuZeroReplayState,
+)
 from .discrete_sac import DiscreteSACLearner as DiscreteSACLearner
 from .dqn import DQNLearner as DQNLearner, DQNState as DQNState
 from .learner import (
@@ -51,6 +55,8 @@ __all__ = [
     "AbstractReplayState",
     "AbstractSoftActorCriticLearner",
     "AlphaZeroLearner",
+    "MuZeroReplayLearner",
+    "MuZeroReplayState",
     "apply_gradients",
     "as_transitions",
     "check_agent_fits",

@@ -1,4 +1,5 @@
-"""The learner of AlphaZero and MuZero: on-policy updates of a search agent's network."""
+"""The learners of AlphaZero and MuZero: on-policy updates of a search agent's network,
+and MuZero's updates from replayed sequences."""
 
 from typing import final
 
@@ -6,17 +7,24 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, PRNGKeyArray, PyTree
+from jaxtyping import Array, Int, PRNGKeyArray, PyTree
 
 from .._types import AbstractSpace, TimeStep, Trajectory
-from .._validation import check_optimizer_first_step, check_parts_fit, check_positive_int, check_reads
+from .._validation import (
+    check_optimizer_first_step,
+    check_parts_fit,
+    check_positive_int,
+    check_reads,
+    check_replay_holds_batch,
+)
 from ..agent import Agent
-from ..losses import AbstractLoss
+from ..losses import AbstractLoss, MuZeroLoss
 from ..networks import AbstractNetwork
 from ..policies import Categorical
 from ..results import UpdateMetrics
 from ..search import AlphaZeroAgent, MuZeroAgent
-from .learner import AbstractLearner, LearnerState, on_policy_update, with_params
+from .learner import AbstractLearner, LearnerState, gradient_step, on_policy_update, with_params
+from .replay import AbstractReplayLearner, AbstractReplayState, SequenceReplay
 
 
 @final
@@ -127,3 +135,156 @@ class AlphaZeroLearner(AbstractLearner[LearnerState]):
             axis_name=axis_name,
             check_nans=self.check_nans,
         )
+
+
+@final
+class MuZeroReplayState(AbstractReplayState):
+    """Everything a [`podrace.learners.MuZeroReplayLearner`][] updates.
+
+    **Arguments:**
+
+    - `params`: the network's trainable arrays.
+    - `opt_state`: the optax state.
+    - `replay`: the replay buffer's state (see [`podrace.learners.SequenceReplay`][]).
+    - `num_updates`: how many rollouts have been learnt from.
+    - `num_transitions`: how many environment transitions were added, over all devices.
+    - `key`: the randomness of replay sampling.
+    """
+
+    params: PyTree[Array]
+    opt_state: optax.OptState
+    replay: PyTree[Array]
+    num_updates: Int[Array, ""]
+    num_transitions: Int[Array, ""]
+    key: PRNGKeyArray
+
+
+@final
+class MuZeroReplayLearner(AbstractReplayLearner[MuZeroReplayState]):
+    """MuZero learnt from replay, as in the paper: each update stores the rollout, with
+    what the search found at every step, in a [`podrace.learners.SequenceReplay`][], then
+    takes `gradient_steps` steps of [`podrace.losses.MuZeroLoss`][], each on `batch_size`
+    sequences drawn uniformly from it.
+
+    A sequence holds `num_unroll_steps + n_step + 1` time steps by default: enough for
+    its first start to be unrolled `K` steps with full n-step targets at each (the
+    loss learns from every start of a sequence, the later ones with the targets that
+    fit in it). The targets bootstrap from the root values the search found when it
+    acted, as the paper's do without reanalysis.
+
+    Reference: Schrittwieser et al., "Mastering Atari, Go, Chess and Shogi by Planning with
+    a Learned Model", Nature 2020 (Appendix G: training from a replay buffer of the
+    agent's own play).
+
+    **Arguments:**
+
+    - `search_agent`: the [`podrace.search.MuZeroAgent`][] that acts (its network's
+        arrays are the initial parameters; its search and discount stay).
+    - `loss`: a [`podrace.losses.MuZeroLoss`][].
+    - `optimizer`: an optax gradient transformation that minimises.
+    - `buffer_size`: time steps the buffer holds, over all environments and devices.
+    - `batch_size`: sequences per gradient step.
+    - `sequence_length`: time steps per sequence (`None`: `K + n + 1` of the loss).
+    - `min_replay_size`: transitions to collect before learning starts.
+    - `gradient_steps`: gradient steps per update (per rollout).
+    - `check_nans`: if set, a gradient step whose loss terms are not finite raises an
+        error naming the term.
+    """
+
+    search_agent: MuZeroAgent
+    loss: MuZeroLoss
+    optimizer: optax.GradientTransformation
+    replay: SequenceReplay
+    batch_size: int = eqx.field(static=True)
+    min_replay_size: int = eqx.field(static=True)
+    gradient_steps: int = eqx.field(static=True)
+    check_nans: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        search_agent: MuZeroAgent,
+        loss: MuZeroLoss,
+        optimizer: optax.GradientTransformation,
+        *,
+        buffer_size: int,
+        batch_size: int,
+        sequence_length: int | None = None,
+        min_replay_size: int = 1_000,
+        gradient_steps: int = 1,
+        check_nans: bool = False,
+    ):
+        if not isinstance(search_agent, MuZeroAgent) or not isinstance(loss, MuZeroLoss):
+            raise ValueError(
+                "MuZeroReplayLearner learns a podrace.search.MuZeroAgent with podrace.losses.MuZeroLoss, got a "
+                f"{type(search_agent).__name__} and a {type(loss).__name__}; learn an AlphaZero agent (which "
+                "searches in the environment's state) on-policy with podrace.learners.AlphaZeroLearner."
+            )
+        if sequence_length is None:
+            sequence_length = loss.num_unroll_steps + loss.n_step + 1
+        self.search_agent = search_agent
+        self.loss = loss
+        self.optimizer = optimizer
+        self.replay = SequenceReplay(buffer_size, sequence_length)
+        self.batch_size = batch_size
+        self.min_replay_size = min_replay_size
+        self.gradient_steps = gradient_steps
+        self.check_nans = check_nans
+
+    def __check_init__(self):
+        check_reads(self.search_agent.network, self.loss, role="loss")
+        for name in ("batch_size", "min_replay_size", "gradient_steps"):
+            check_positive_int("MuZeroReplayLearner", name, getattr(self, name))
+        check_replay_holds_batch("MuZeroReplayLearner", self.replay.buffer_size, self.batch_size)
+        params = eqx.filter(self.search_agent.network, eqx.is_inexact_array)
+        check_optimizer_first_step("MuZeroReplayLearner", "optimizer", self.optimizer, params)
+
+    def init(self, key: PRNGKeyArray, timestep: TimeStep) -> MuZeroReplayState:
+        """The initial state, with an empty replay buffer sized for the environments of `timestep`.
+
+        **Arguments:**
+
+        - `key`: the randomness of replay sampling.
+        - `timestep`: the first time steps of all environments (leading axis `B`).
+        """
+        params = eqx.filter(self.search_agent.network, eqx.is_inexact_array)
+        zero = jnp.asarray(0, jnp.int32)
+        replay = self.replay.init_for(self.search_agent, timestep)
+        return MuZeroReplayState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            replay=replay,
+            num_updates=zero,
+            num_transitions=zero,
+            key=key,
+        )
+
+    def initial_agent(self) -> MuZeroAgent:
+        return self.search_agent
+
+    def agent(self, state: MuZeroReplayState) -> MuZeroAgent:
+        return eqx.tree_at(lambda agent: agent.network, self.search_agent, self.network_at(state))
+
+    def network_at(self, state: MuZeroReplayState) -> AbstractNetwork:
+        return with_params(self.search_agent.network, state.params)
+
+    def check_fits(
+        self, action_space: AbstractSpace, observation: PyTree[jax.ShapeDtypeStruct], *, num_envs: int, env_name: str
+    ) -> None:
+        del num_envs  # any number: each environment has its own row of the replay buffer
+        check_parts_fit(
+            self.search_agent.network, Categorical(), self.loss, action_space, observation, env_name=env_name
+        )
+
+    def learn_step(
+        self, state: MuZeroReplayState, key: PRNGKeyArray, axis_name: str | None
+    ) -> tuple[MuZeroReplayState, UpdateMetrics]:
+        sequences = self.replay.sample(state.replay, key, self.batch_size)
+        policy = Categorical()
+
+        def objective(params: PyTree[Array]):
+            return self.loss(Agent(with_params(self.search_agent.network, params), policy), sequences)
+
+        params, opt_state, metrics = gradient_step(
+            self.optimizer, state.params, state.opt_state, objective, axis_name=axis_name, check_nans=self.check_nans
+        )
+        return eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state)), metrics

@@ -1,5 +1,11 @@
 """Losses: pure, unbatched functions and the loss modules built on them."""
 
+from ..networks.value_transforms import (
+    categorical_expectation as categorical_expectation,
+    signed_hyperbolic as signed_hyperbolic,
+    signed_parabolic as signed_parabolic,
+    two_hot as two_hot,
+)
 from .a2c import A2CLoss as A2CLoss
 from .actor_critic_base import (
     AbstractDeterministicActorLoss as AbstractDeterministicActorLoss,
@@ -73,12 +79,6 @@ from .value_learning import (
     q_learning as q_learning,
     td_lambda as td_lambda,
     varying_like as varying_like,
-)
-from .value_transforms import (
-    categorical_expectation as categorical_expectation,
-    signed_hyperbolic as signed_hyperbolic,
-    signed_parabolic as signed_parabolic,
-    two_hot as two_hot,
 )
 
 

@@ -15,7 +15,7 @@ from ..networks import AbstractNetwork, MuZeroNetwork, split_action_mask
 from ..results import LossTerms
 from .base import AbstractTrajectoryLoss, cut_lambda_at_episode_ends, require_value
 from .search_policy import search_policy_cross_entropy
-from .search_value import scalar_value_loss
+from .search_value import categorical_value_loss, scalar_value_loss
 from .value_learning import n_step_bootstrapped_returns
 
 
@@ -31,8 +31,12 @@ class MuZeroLoss(AbstractTrajectoryLoss):
     - the n-step return `z_{t+k}` ([`podrace.losses.n_step_bootstrapped_returns`][] of the
         rewards, with the search's discounts times the environment's, bootstrapped from
         the search's root values; from the network's value at the trajectory's last time
-        step, or the target network's when given), by squared error,
-    - and, for `k >= 1`, the dynamics' reward the reward received at `t + k`.
+        step, or the target network's when given),
+    - and, for `k >= 1`, the dynamics' reward the reward received at `t + k`,
+
+    by squared error for a network of scalar values and rewards, by
+    [`podrace.losses.categorical_value_loss`][] on its support for a categorical one
+    (`MuZeroNetwork(..., support_size=...)`).
 
     Past an episode's end the targets follow the paper's absorbing states where the
     episode terminated: value and reward targets 0, no policy target. Where it was
@@ -43,8 +47,8 @@ class MuZeroLoss(AbstractTrajectoryLoss):
     mean over start times.
 
     Reference: Schrittwieser et al., "Mastering Atari, Go, Chess and Shogi by Planning with
-    a Learned Model", Nature 2020, eq. 1 and Appendix G (scalar losses, as for board
-    games).
+    a Learned Model", Nature 2020, eq. 1, Appendix F (categorical values and rewards, as
+    for Atari) and Appendix G (scalar ones, as for board games).
 
     **Arguments:**
 
@@ -104,8 +108,8 @@ class MuZeroLoss(AbstractTrajectoryLoss):
         # The gradients of the unrolled steps scaled by 1/K (the values unchanged).
         scale = jnp.concatenate([jnp.ones(1), jnp.full(steps, 1.0 / steps)])
         policy_loss = search_policy_cross_entropy(logits, targets.policy)
-        value_loss = scalar_value_loss(values, targets.value)
-        reward_loss = scalar_value_loss(rewards, targets.reward)
+        value_loss = _value_loss(network, values, targets.value)
+        reward_loss = _value_loss(network, rewards, targets.reward)
         terms = {
             "policy_loss": _mean_of_sums(policy_loss, targets.policy_mask, scale),
             "value_loss": _mean_of_sums(value_loss, targets.value_mask, scale),
@@ -160,21 +164,29 @@ def _windows(x: Array, length: int, num_starts: int, *, fill: float = 0.0) -> Ar
     return jax.vmap(lambda t: jax.lax.dynamic_slice_in_dim(padded, t, length))(jnp.arange(num_starts))
 
 
+def _value_loss(network: MuZeroNetwork, outputs: Array, targets: Float[Array, "*batch"]) -> Float[Array, "*batch"]:
+    """The loss of the network's value or reward outputs (scalars or atoms' logits)."""
+    support = network.support
+    if support is None:
+        return scalar_value_loss(outputs, targets)
+    return categorical_value_loss(outputs, targets, support)
+
+
 def _unroll(
     network: MuZeroNetwork, observations: PyTree[Array], t: Int[Array, ""], actions: Int[Array, " K"]
-) -> tuple[Float[Array, "K1 num_actions"], Float[Array, " K1"], Float[Array, " K"]]:
+) -> tuple[Float[Array, "K1 num_actions"], Array, Array]:
     """The model from observation `t`, unrolled along `actions`: the policy logits and
-    values of its `K + 1` latent states and the rewards of its `K` steps."""
+    value outputs of its `K + 1` latent states and the reward outputs of its `K` steps
+    (scalars, or the logits of their supports' atoms)."""
     latent = network.represent(_at(observations, t))
 
     def step(latent: Array, action: Array) -> tuple[Array, tuple[Array, Array]]:
-        latent, reward = network.transition(_scale_gradient(latent, 0.5), action)
+        latent, reward = network.transition_outputs(_scale_gradient(latent, 0.5), action)
         return latent, (latent, reward)
 
     _, (latents, rewards) = jax.lax.scan(step, latent, actions)
-    outputs = jax.vmap(network.predict)(jnp.concatenate([latent[None], latents]))
-    assert outputs.value is not None  # the prediction's head has a value
-    return outputs.logits, outputs.value, rewards
+    logits, values = jax.vmap(network.prediction_outputs)(jnp.concatenate([latent[None], latents]))
+    return logits, values, rewards
 
 
 def _at(observations: PyTree[Array], t: Int[Array, ""] | int) -> PyTree[Array]:

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .value_transforms import signed_hyperbolic, two_hot
+from ..networks.value_transforms import signed_hyperbolic, two_hot
 
 
 def scalar_value_loss(
