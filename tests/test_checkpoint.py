@@ -161,9 +161,11 @@ def test_the_chunked_loop_checkpoints_every_k_updates_and_resumes_exactly(tmp_pa
 
 UPDATE = eqx.filter_jit(lambda learner, state, trajectory: learner.update(state, trajectory))
 
-# The learner families whose states hold more than one network and optimiser, or a
-# distributional head: each state round-trips exactly, and learning goes on from it alike.
+# The learner families whose states hold more than one network and optimiser, a
+# distributional head, or sequences with a search's statistics: each state round-trips
+# exactly, and learning goes on from it alike.
 ROUND_TRIP_LEARNERS = [
+    "muzero-replay-categorical",
     "td3",
     "sac",
     "discrete-sac",

@@ -312,3 +312,24 @@ def test_gumbel_muzero_with_two_simulations_learns_catch():
     # ran with them, and are left out to keep the slow session within its time.
     returns = _learns_catch(num_simulations=2)
     assert np.sum(returns >= configs.TUNED["catch", "muzero"].solved_at) >= 9, returns
+
+
+@pytest.mark.slow
+def test_muzero_from_replay_balances_cartpole_on_ten_seeds():
+    """`podrace train cartpole muzero` on seeds 0-9 in one program; each seed's agent then
+    plays 10 episodes searching greedily (no Gumbel noise), as `Tuned.measure` says."""
+    tuned = configs.TUNED["cartpole", "muzero"]
+    run = dataclasses.replace(helpers.cli_run("cartpole", "muzero"), seed=0, seeds=10)
+    population, key = run.make()
+    state = population.train(population.init(key), num_updates=run.config.num_updates).state
+    greedy = dataclasses.replace(run.config, gumbel_scale=0.0).operator()
+    env = pr.envs.CartPole()
+
+    def play(hyperparameters, learner_state):
+        agent = population.make_pipeline(hyperparameters).learner.agent(learner_state)
+        agent = eqx.tree_at(lambda agent: agent.search, agent, greedy)
+        return pr.evaluate_agent(env, agent, num_episodes=10, key=jax.random.key(10), max_steps=500).returns
+
+    returns = np.asarray(eqx.filter_jit(jax.vmap(play))(population.hyperparameters, state.learner)).mean(axis=1)
+    print(f"MuZero on CartPole, greedy search, by seed: {np.round(returns, 1)}")  # shown by pytest -rP
+    assert np.sum(returns >= tuned.solved_at) >= 9, returns
