@@ -72,6 +72,7 @@ SLOWEST = (
     "test_solves_cartpole[sac]",
     "test_alphazero_by_self_play_never_loses_to_perfect_play_on_seeds_0_to_9",
     "test_ppo_solves_envpool_cartpole_through_sebulba_on_seeds_0_to_9",
+    "test_muzero_from_replay_balances_cartpole_on_ten_seeds",
     "test_muzero_learns_catch_on_ten_seeds",
     "test_gumbel_muzero_with_two_simulations_learns_catch",
     "test_solves_cartpole[dqn]",
