@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import equinox as eqx
 import jax
 import numpy as np
 
@@ -37,7 +38,7 @@ from .envs import AbstractEnv, NormalizeObservation
 from .envs._packages import import_package
 from .envs.from_envpool import EnvPoolEnv, quiet_envpool_spaces
 from .envs.names import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, check_env_name, env_names_help
-from .executors.evaluation import Evaluation, evaluate
+from .executors.evaluation import Evaluation, evaluate, evaluate_agent
 from .executors.pipeline import AbstractPipeline
 from .export import FORMATS, export_policy
 from .loggers import SINK_NAMES, make_sinks
@@ -601,20 +602,43 @@ def _evaluate(args: argparse.Namespace) -> int:
     env, network = _acting_parts(run, pipeline, state, args.member)
     # Each member plays in its own evaluation environment (its own normalisation statistics).
     evaluation = Evaluation(policy, num_episodes=args.num_episodes, key=eval_key)
-    if isinstance(env, EnvPoolEnv):  # a pool of its own (see `_acting_parts`)
-        episodes = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
+    if isinstance(run.config, configs.AbstractSearchConfig) and isinstance(env, AbstractEnv):
+        # A search agent plays with its search, without the noise it explores with.
+        search = run.config.evaluation_search()
+        returns = np.stack(
+            [
+                np.asarray(
+                    evaluate_agent(
+                        pipeline.evaluation_env(state, member),
+                        eqx.tree_at(lambda agent: agent.search, pipeline.agent_at(state, member), search),
+                        num_episodes=args.num_episodes,
+                        key=eval_key,
+                    ).returns
+                )
+                for member in range(pipeline.num_members)
+            ]
+        )
+        played_by = f"the agent's {run.config.search} search of {run.config.num_simulations} simulations, no noise"
     else:
-        episodes = pipeline.evaluate(state, evaluation)
-    returns = np.asarray(episodes.returns).reshape(pipeline.num_members, -1)
+        if isinstance(env, EnvPoolEnv):  # a pool of its own (see `_acting_parts`)
+            episodes = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
+        else:
+            episodes = pipeline.evaluate(state, evaluation)
+        returns = np.asarray(episodes.returns).reshape(pipeline.num_members, -1)
+        played_by = f"{type(policy).__name__} policy"
     for member, member_returns in enumerate(returns):
         label = f"seed {run.seed + member}: " if len(returns) > 1 else ""
         print(
             f"{label}mean return {member_returns.mean():.3f} +- {member_returns.std():.3f} over "
-            f"{args.num_episodes} episodes ({type(policy).__name__} policy)"
+            f"{args.num_episodes} episodes ({played_by})"
         )
     if args.video is not None:
         _write_video(run.env, run.seed, env, network, policy, video_key, args.video)
-        print(f"video: {args.video}")
+        searches = isinstance(run.config, configs.AbstractSearchConfig)
+        print(
+            f"video: {args.video}"
+            + (f" (the {type(policy).__name__} policy of the prior, no search)" if searches else "")
+        )
     return 0
 
 

@@ -357,6 +357,15 @@ def test_podrace_train_catch_alphazero_checkpoints_and_resumes_to_the_same_state
     for _ in range(2):
         state = pipeline.train(state, num_updates=1).state
     helpers.assert_trees_close(restored, state, rtol=0, atol=0)
+    # `podrace evaluate` plays the agent with its search, without the noise.
+    assert cli.main(["evaluate", str(directory), "--num-episodes", "3"]) == 0
+    printed = capsys.readouterr().out
+    greedy = eqx.tree_at(lambda agent: agent.search, pipeline.agent_at(restored), run.config.evaluation_search())
+    assert greedy.search.gumbel_scale == 0.0
+    key = jax.random.split(jax.random.key(0))[0]
+    episodes = pr.evaluate_agent(pipeline.evaluation_env(restored), greedy, num_episodes=3, key=key)
+    expected = f"mean return {float(np.mean(episodes.returns)):.3f} +- {float(np.std(episodes.returns)):.3f} over 3"
+    assert expected in printed and "the agent's gumbel search of 8 simulations, no noise" in printed, printed
 
 
 @pytest.mark.slow

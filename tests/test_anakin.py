@@ -305,6 +305,11 @@ def test_evaluation_in_the_training_program_equals_evaluate_and_does_not_retrace
     assert pipeline.observation_spec == jax.ShapeDtypeStruct(observation.shape, observation.dtype)
     with pytest.raises(ValueError, match="Anakin: there is no member 1"):
         pipeline.network_at(first.state, 1)
+    with pytest.raises(ValueError, match="Anakin: there is no member 1"):
+        pipeline.agent_at(first.state, 1)
+    helpers.assert_trees_close(
+        pipeline.agent_at(first.state), pipeline.learner.agent(first.state.learner), rtol=0, atol=0
+    )
     assert pipeline.train(state, num_updates=NUM_UPDATES).evaluation is None
     with pytest.raises(ValueError, match="num_episodes"):
         pr.Evaluation(policy, num_episodes=0, key=jax.random.key(0))

@@ -291,8 +291,11 @@ def test_the_host_pipeline_evaluates_in_its_environments_and_restarts_them():
     assert int(trained.state.num_updates) == 1
     assert pipeline.observation_spec == jax.ShapeDtypeStruct((4,), jnp.float32)
     helpers.assert_trees_close(pipeline.network_at(state), learner.network_at(state), rtol=0, atol=0)
+    helpers.assert_trees_close(pipeline.agent_at(state), learner.agent(state), rtol=0, atol=0)
     assert pipeline.evaluation_env(state) is None
     with pytest.raises(ValueError, match="HostPipeline: there is no member 1"):
         pipeline.network_at(state, 1)
+    with pytest.raises(ValueError, match="HostPipeline: there is no member 1"):
+        pipeline.agent_at(state, 1)
     collector.close()
     twin_collector.close()

@@ -280,10 +280,15 @@ def test_the_configuration_learns_from_replay_with_categorical_values_when_asked
     )
 
 
-def test_podrace_train_catch_muzero_runs(tmp_path, capsys):
-    run = ["train", "catch", "muzero", "--num-envs", "4", "--rollout-length", "8", "--hidden", "8"]
-    assert cli.main([*run, "--num-updates", "2", "--updates-per-call", "1", "--output", str(tmp_path / "c.png")]) == 0
+def test_podrace_train_catch_muzero_runs_and_evaluate_plays_each_seed_with_its_search(tmp_path, capsys):
+    run = ["train", "catch", "muzero", "--num-envs", "4", "--rollout-length", "8", "--hidden", "8", "--seeds", "2"]
+    saving = ["--checkpoint-dir", str(tmp_path / "run"), "--output", str(tmp_path / "c.png")]
+    assert cli.main([*run, "--num-updates", "2", "--updates-per-call", "1", *saving]) == 0
     assert "mean episode reward" in capsys.readouterr().out
+    assert cli.main(["evaluate", str(tmp_path / "run"), "--num-episodes", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("the agent's gumbel search of 8 simulations, no noise") == 2, printed
+    assert "seed 0: mean return" in printed and "seed 1: mean return" in printed, printed
 
 
 def _learns_catch(**changes):

@@ -228,9 +228,12 @@ def test_pbt_evaluates_each_member_with_the_hyperparameters_it_reached():
     assert pbt.observation_spec == pbt.population.observation_spec
     for member in range(SIZE):
         _assert_equal(pbt.network_at(state, member), reached.network_at(state.members, member))
+        _assert_equal(pbt.agent_at(state, member), reached.agent_at(state.members, member))
         assert pbt.evaluation_env(state, member) is not None
     with pytest.raises(ValueError, match=f"PBT: there is no member {SIZE}"):
         pbt.network_at(state, SIZE)
+    with pytest.raises(ValueError, match=f"PBT: there is no member {SIZE}"):
+        pbt.agent_at(state, SIZE)
 
 
 # --------------------------------------------------------------------------------------

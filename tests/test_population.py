@@ -204,6 +204,8 @@ def test_a_population_gives_each_member_s_network_environment_and_evaluation():
         member, member_state = population.member(i), jax.tree.map(lambda x, i=i: x[i], state)
         network = population.network_at(state, i)
         helpers.assert_trees_close(network, member.learner.network_at(member_state.learner), rtol=0, atol=0)
+        agent = population.agent_at(state, i)
+        helpers.assert_trees_close(agent, member.learner.agent(member_state.learner), rtol=0, atol=0)
         assert isinstance(population.evaluation_env(state, i), pr.envs.Catch)
         alone = member.evaluate(member_state, evaluation)
         assert alone.returns.shape == (4,)
@@ -213,3 +215,5 @@ def test_a_population_gives_each_member_s_network_environment_and_evaluation():
             pipeline.network_at(state, member)
         with pytest.raises(ValueError, match=f"there is no member {member}"):
             pipeline.evaluation_env(state, member)
+        with pytest.raises(ValueError, match=f"there is no member {member}"):
+            pipeline.agent_at(state, member)

@@ -217,6 +217,8 @@ def test_sebulba_checks_its_parts():
         pipeline.train(pipeline.init(jax.random.key(0)), num_updates=0)
     with pytest.raises(ValueError, match="Sebulba: there is no member 1"):
         pipeline.network_at(pipeline.init(jax.random.key(0)), 1)
+    with pytest.raises(ValueError, match="Sebulba: there is no member 1"):
+        pipeline.agent_at(pipeline.init(jax.random.key(0)), 1)
     for collector in (one, two, longer):
         collector.close()
 

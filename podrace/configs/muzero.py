@@ -91,6 +91,19 @@ class AbstractSearchConfig(AbstractConfig):
             rescale_values=self.rescale_values,
         )
 
+    def evaluation_search(self) -> AbstractSearchOperator:
+        """`operator()` without its noise, as `podrace evaluate` plays the agent: Gumbel
+        MuZero without Gumbel noise; PUCT without Dirichlet noise, acting on the most
+        visited action (a temperature of 1e-3)."""
+        if self.search == "muzero":
+            return MuZeroSearch(self.num_simulations, dirichlet_fraction=0.0, temperature=1e-3)
+        return GumbelMuZeroSearch(
+            self.num_simulations,
+            max_num_considered_actions=self.max_num_considered_actions,
+            gumbel_scale=0.0,
+            rescale_values=self.rescale_values,
+        )
+
     def num_actions(self, action_space: Any) -> int:
         """The number of actions a search chooses from.
 

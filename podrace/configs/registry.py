@@ -235,8 +235,8 @@ TUNED: dict[tuple[str, str], Tuned] = {
     # Catch row's learner), every setting tried on seeds 0-3 stayed below a return of 200,
     # most collapsing onto one action; from replay, with or without the rescaling of the
     # completed Q-values, 3 or 4 of them balanced the pole. Judged by the agent itself,
-    # searching without Gumbel noise: its prior alone (the evaluation policy of the command
-    # line) falls far short (returns of 10 to 450 on those seeds).
+    # searching without Gumbel noise, as `podrace evaluate` plays it: its prior alone falls
+    # far short (returns of 10 to 450 on those seeds).
     ("cartpole", "muzero"): Tuned(
         config(
             "muzero",

@@ -573,6 +573,11 @@ class Anakin(AbstractPipeline[AnakinState]):
         check_member(self, member)
         return self.learner.network_at(state.learner)
 
+    def agent_at(self, state: AnakinState, member: int = 0) -> AbstractAgent:
+        """The agent with the parameters learnt in `state` (`member` is 0, the one run)."""
+        check_member(self, member)
+        return self.learner.agent(state.learner)
+
     @property
     def observation_spec(self) -> PyTree[jax.ShapeDtypeStruct]:
         """The shape and dtype of one observation of the environment, before any normalisation."""

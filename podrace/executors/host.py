@@ -571,6 +571,11 @@ class AbstractHostPipeline(AbstractPipeline[StateT], Generic[StateT, LearnerT]):
         check_member(self, member)
         return self.learner.network_at(state)
 
+    def agent_at(self, state: StateT, member: int = 0) -> AbstractAgent:
+        """The learner's agent with the parameters learnt in `state` (`member` is 0, the one learner)."""
+        check_member(self, member)
+        return self.learner.agent(state)
+
     def evaluation_env(self, state: StateT, member: int = 0) -> None:
         """`None`: the environments are Gymnasium ones, outside JAX (see `evaluate`)."""
         del state

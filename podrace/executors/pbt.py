@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from .._validation import check_positive_int
+from ..agent import AbstractAgent
 from ..compilation import compiled_once
 from ..envs import AbstractEnv
 from ..loggers import path_names, summarize
@@ -356,6 +357,11 @@ class PBT(AbstractPipeline[PBTState]):
         """The network of member `member`, with the hyperparameters it reached in `state`."""
         check_member(self, member)
         return self.population_at(state).network_at(state.members, member)
+
+    def agent_at(self, state: PBTState, member: int = 0) -> AbstractAgent:
+        """The agent of member `member`, with the hyperparameters it reached in `state`."""
+        check_member(self, member)
+        return self.population_at(state).agent_at(state.members, member)
 
     def evaluation_env(self, state: PBTState, member: int = 0) -> AbstractEnv:
         """The evaluation environment of member `member`, with the hyperparameters it reached in `state`."""

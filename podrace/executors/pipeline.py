@@ -15,6 +15,7 @@ import equinox as eqx
 import jax
 from jaxtyping import PRNGKeyArray, PyTree
 
+from ..agent import AbstractAgent
 from ..envs import AbstractEnv
 from ..networks import AbstractNetwork
 from ..results import DEFAULT_METRICS, EvaluationResult, TrainMetrics
@@ -100,6 +101,16 @@ class AbstractPipeline(eqx.Module, Generic[StateT]):
     @abc.abstractmethod
     def network_at(self, state: StateT, member: int = 0) -> AbstractNetwork:
         """The network of member `member` with the parameters learnt in `state`.
+
+        **Raises:**
+
+        `ValueError` if the pipeline has no member `member`.
+        """
+
+    @abc.abstractmethod
+    def agent_at(self, state: StateT, member: int = 0) -> AbstractAgent:
+        """The agent of member `member` with the parameters learnt in `state`, as it acts in
+        training (a search agent with its search, say; [`podrace.evaluate_agent`][] plays it).
 
         **Raises:**
 

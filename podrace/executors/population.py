@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, PRNGKeyArray, PyTree
 
 from .._validation import check_positive_int
+from ..agent import AbstractAgent
 from ..compilation import compiled_once
 from ..envs import AbstractEnv
 from ..networks import AbstractNetwork
@@ -138,6 +139,11 @@ class Population(AbstractPipeline[AnakinState]):
         `networks` for every member's, stacked)."""
         check_member(self, member)
         return self.member(member).network_at(_member_state(state, member))
+
+    def agent_at(self, state: AnakinState, member: int = 0) -> AbstractAgent:
+        """The agent of member `member` with its parameters learnt in `state`."""
+        check_member(self, member)
+        return self.member(member).agent_at(_member_state(state, member))
 
     def evaluation_env(self, state: AnakinState, member: int = 0) -> AbstractEnv:
         """The [`podrace.Anakin.evaluation_env`][] of member `member`, with its own

@@ -458,6 +458,11 @@ class Sebulba(AbstractPipeline[SebulbaState]):
         check_member(self, member)
         return _this_process_copy(self.learner.network_at(state.learner))
 
+    def agent_at(self, state: SebulbaState, member: int = 0) -> AbstractAgent:
+        """The learner's agent with the parameters learnt in `state` (`member` is 0, the one learner)."""
+        check_member(self, member)
+        return _this_process_copy(self.learner.agent(state.learner))
+
     def evaluation_env(self, state: SebulbaState, member: int = 0) -> None:
         """`None`: the environments are host ones, outside JAX (see `evaluate`)."""
         del state
