@@ -607,14 +607,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         search = run.config.evaluation_search()
         returns = np.stack(
             [
-                np.asarray(
-                    evaluate_agent(
-                        pipeline.evaluation_env(state, member),
-                        eqx.tree_at(lambda agent: agent.search, pipeline.agent_at(state, member), search),
-                        num_episodes=args.num_episodes,
-                        key=eval_key,
-                    ).returns
-                )
+                _searching_returns(pipeline, state, member, search, num_episodes=args.num_episodes, key=eval_key)
                 for member in range(pipeline.num_members)
             ]
         )
@@ -640,6 +633,17 @@ def _evaluate(args: argparse.Namespace) -> int:
             + (f" (the {type(policy).__name__} policy of the prior, no search)" if searches else "")
         )
     return 0
+
+
+def _searching_returns(
+    pipeline: AbstractPipeline, state: Any, member: int, search: Any, *, num_episodes: int, key: jax.Array
+) -> np.ndarray:
+    """The returns of member `member`'s search agent, searching with `search`, in its
+    evaluation environment."""
+    env = pipeline.evaluation_env(state, member)
+    assert env is not None  # a JAX environment: the caller checked
+    agent = eqx.tree_at(lambda agent: agent.search, pipeline.agent_at(state, member), search)
+    return np.asarray(evaluate_agent(env, agent, num_episodes=num_episodes, key=key).returns)
 
 
 def _write_video(
