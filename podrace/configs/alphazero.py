@@ -23,8 +23,10 @@ class AlphaZeroConfig(AbstractTorsoHeadConfig, AbstractSearchConfig):
     """AlphaZero: a search agent ([`podrace.search.AlphaZeroAgent`][]) that plans with the
     environment's own `step`, an MLP torso and a policy head with a value, trained on its
     own rollouts by [`podrace.learners.AlphaZeroLearner`][] with
-    [`podrace.losses.AlphaZeroLoss`][]; evaluated by the mode of the network's policy,
-    without a search. It needs discrete actions.
+    [`podrace.losses.AlphaZeroLoss`][]. `podrace evaluate` plays the agent with
+    `evaluation_search()` (its search without noise); `evaluation_policy()`, the mode of
+    the network's policy without a search, draws its videos and exports. It needs
+    discrete actions.
 
     Reference: Silver et al., "A general reinforcement learning algorithm that masters
     chess, shogi, and Go through self-play", Science 2018; Danihelka et al., "Policy

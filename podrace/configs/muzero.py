@@ -135,9 +135,10 @@ class MuZeroConfig(AbstractSearchConfig):
     [`podrace.learners.AlphaZeroLearner`][] with [`podrace.losses.MuZeroLoss`][], or,
     with `replay`, by [`podrace.learners.MuZeroReplayLearner`][] from sequences replayed
     from a buffer of `buffer_size` time steps (`batch_size` sequences per gradient step,
-    `gradient_steps` per update, once `min_replay_size` are stored); evaluated by the mode
-    of the prediction at the observation's latent state, without a search. It needs
-    discrete actions.
+    `gradient_steps` per update, once `min_replay_size` are stored). `podrace evaluate`
+    plays the agent with `evaluation_search()` (its search without noise);
+    `evaluation_policy()`, the mode of the prediction at the observation's latent state
+    without a search, draws its videos and exports. It needs discrete actions.
 
     Reference: Schrittwieser et al., "Mastering Atari, Go, Chess and Shogi by Planning with
     a Learned Model", Nature 2020; Danihelka et al., "Policy improvement by planning with
