@@ -601,8 +601,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     eval_key, video_key = jax.random.split(jax.random.key(args.seed))
     env, network = _acting_parts(run, pipeline, state, args.member)
     # Each member plays in its own evaluation environment (its own normalisation statistics).
-    evaluation = Evaluation(policy, num_episodes=args.num_episodes, key=eval_key)
-    if isinstance(run.config, configs.AbstractSearchConfig) and isinstance(env, AbstractEnv):
+    searches_in_jax = isinstance(env, AbstractEnv) and not isinstance(env, EnvPoolEnv)
+    if isinstance(run.config, configs.AbstractSearchConfig) and searches_in_jax:
         # A search agent plays with its search, without the noise it explores with.
         search = run.config.evaluation_search()
         returns = np.stack(
@@ -616,7 +616,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         if isinstance(env, EnvPoolEnv):  # a pool of its own (see `_acting_parts`)
             episodes = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
         else:
-            episodes = pipeline.evaluate(state, evaluation)
+            episodes = pipeline.evaluate(state, Evaluation(policy, num_episodes=args.num_episodes, key=eval_key))
         returns = np.asarray(episodes.returns).reshape(pipeline.num_members, -1)
         played_by = f"{type(policy).__name__} policy"
     for member, member_returns in enumerate(returns):

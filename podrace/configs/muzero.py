@@ -80,27 +80,28 @@ class AbstractSearchConfig(AbstractConfig):
 
     def operator(self) -> AbstractSearchOperator:
         """mctx's policy-improvement operator that `search` names, with its settings."""
-        if self.search == "muzero":
-            return MuZeroSearch(
-                self.num_simulations, dirichlet_fraction=self.dirichlet_fraction, dirichlet_alpha=self.dirichlet_alpha
-            )
-        return GumbelMuZeroSearch(
-            self.num_simulations,
-            max_num_considered_actions=self.max_num_considered_actions,
-            gumbel_scale=self.gumbel_scale,
-            rescale_values=self.rescale_values,
-        )
+        return self._operator(self.gumbel_scale, self.dirichlet_fraction, temperature=1.0)
 
     def evaluation_search(self) -> AbstractSearchOperator:
         """`operator()` without its noise, as `podrace evaluate` plays the agent: Gumbel
         MuZero without Gumbel noise; PUCT without Dirichlet noise, acting on the most
         visited action (a temperature of 1e-3)."""
+        return self._operator(0.0, 0.0, temperature=1e-3)
+
+    def _operator(self, gumbel_scale: Any, dirichlet_fraction: Any, *, temperature: float) -> AbstractSearchOperator:
+        """The operator that `search` names with these amounts of noise (the temperature of
+        PUCT's choice among the visit counts; Gumbel's choice has none)."""
         if self.search == "muzero":
-            return MuZeroSearch(self.num_simulations, dirichlet_fraction=0.0, temperature=1e-3)
+            return MuZeroSearch(
+                self.num_simulations,
+                dirichlet_fraction=dirichlet_fraction,
+                dirichlet_alpha=self.dirichlet_alpha,
+                temperature=temperature,
+            )
         return GumbelMuZeroSearch(
             self.num_simulations,
             max_num_considered_actions=self.max_num_considered_actions,
-            gumbel_scale=0.0,
+            gumbel_scale=gumbel_scale,
             rescale_values=self.rescale_values,
         )
 

@@ -54,7 +54,7 @@ class MuZeroNetwork(AbstractNetwork[PolicyLogits]):
     Values and rewards are scalars, or, with `support_size`, categorical distributions
     over the integers `-support_size..support_size` of the transformed scale
     ([`podrace.losses.signed_hyperbolic`][]), as MuZero predicts them for Atari (with a
-    `support_size` of 300): `value_outputs` and `transition_outputs` give the atoms'
+    `support_size` of 300): `prediction_outputs` and `transition_outputs` give the atoms'
     logits, which [`podrace.losses.MuZeroLoss`][] learns by
     [`podrace.losses.categorical_value_loss`][], and `predict` and `transition` their
     scalars, `signed_parabolic(categorical_expectation(logits, support))`.
