@@ -544,6 +544,23 @@ def network_for(output_type: type, key: PRNGKeyArray, **kwargs: Any) -> pr.netwo
     raise NotImplementedError(output_type)
 
 
+def uninformed_network(
+    action_space: pr.AbstractSpace, observation_shape: tuple[int, ...]
+) -> pr.networks.AbstractNetwork:
+    """An AlphaZero network that gives every legal action the same prior and every state
+    the value 0 (its last layers zero): a search with it knows only what it finds in the
+    environment."""
+    config = pr.configs.AlphaZeroConfig(algorithm="alphazero", hidden=(8,))
+    network = config.network(action_space, observation_shape, jax.random.key(0))
+    return eqx.tree_at(
+        lambda network: (network.head.linear, network.head.value_head.linear),
+        network,
+        replace_fn=lambda linear: eqx.tree_at(
+            lambda linear: (linear.weight, linear.bias), linear, replace_fn=jnp.zeros_like
+        ),
+    )
+
+
 def agent(network: pr.networks.AbstractNetwork) -> pr.Agent:
     """`network` with the usual policy for its outputs (greedy, categorical or Gaussian)."""
     policies = {

@@ -247,23 +247,12 @@ def test_the_pipeline_refuses_normalised_observations_with_a_search_agent():
         config.pipeline(pr.envs.Catch(), jax.random.key(0))
 
 
-def _uninformed_network(env: pr.envs.AbstractEnv) -> pr.networks.AbstractNetwork:
-    """A network of a uniform prior and a value of 0 everywhere (its last layers zero)."""
-    network = _config().network(env.action_space, env.observation_space.shape, jax.random.key(0))  # pyright: ignore[reportAttributeAccessIssue]
-    return eqx.tree_at(
-        lambda network: (network.head.linear, network.head.value_head.linear),
-        network,
-        replace_fn=lambda linear: eqx.tree_at(
-            lambda linear: (linear.weight, linear.bias), linear, replace_fn=jnp.zeros_like
-        ),
-    )
-
-
 def test_evaluate_agent_plays_an_alphazero_agent_searching_in_the_environments_state():
     """Searching CartPole's own states (a uniform prior, a value of 0), the agent sees the
     pole fall a few steps ahead and keeps it up far longer than random play does."""
     env = pr.envs.CartPole()
-    agent = pr.search.AlphaZeroAgent(_uninformed_network(env), pr.search.GumbelMuZeroSearch(32, gumbel_scale=0.0))
+    search = pr.search.GumbelMuZeroSearch(32, gumbel_scale=0.0)
+    agent = pr.search.AlphaZeroAgent(helpers.uninformed_network(env.action_space, (4,)), search)
     key = jax.random.key(0)
     searched = pr.evaluate_agent(env, agent, num_episodes=4, key=key, max_steps=200)
     random = pr.random_policy_episodes(env, num_episodes=4, key=key, max_steps=200)

@@ -184,15 +184,7 @@ def test_play_match_refuses_what_it_cannot_play():
 def _uninformed_agent(search: pr.search.AbstractSearchOperator) -> pr.search.AlphaZeroAgent:
     """An AlphaZero agent whose network gives every legal move the same prior and every
     position the value 0: what it knows comes from the search and the game's end alone."""
-    config = pr.configs.AlphaZeroConfig(algorithm="alphazero", hidden=(8,))
-    network = config.network(TIC_TAC_TOE.action_space, (3, 3, 2), jax.random.key(0))
-    network = eqx.tree_at(
-        lambda network: (network.head.linear, network.head.value_head.linear),
-        network,
-        replace_fn=lambda linear: eqx.tree_at(
-            lambda linear: (linear.weight, linear.bias), linear, replace_fn=jnp.zeros_like
-        ),
-    )
+    network = helpers.uninformed_network(TIC_TAC_TOE.action_space, (3, 3, 2))
     return pr.search.AlphaZeroAgent(network, search, discount=1.0)
 
 

@@ -327,7 +327,7 @@ def test_muzero_from_replay_balances_cartpole_on_ten_seeds():
     run = dataclasses.replace(helpers.cli_run("cartpole", "muzero"), seed=0, seeds=10)
     population, key = run.make()
     state = population.train(population.init(key), num_updates=run.config.num_updates).state
-    greedy = dataclasses.replace(run.config, gumbel_scale=0.0).operator()
+    greedy = run.config.evaluation_search()
     env = pr.envs.CartPole()
 
     def play(hyperparameters, learner_state):
