@@ -232,11 +232,10 @@ TUNED: dict[tuple[str, str], Tuned] = {
     ),
     # MuZero learnt from replay: sequences of K + n + 1 = 16 steps, 8 gradient steps of 64
     # sequences per rollout of 32 x 32 steps, the step size annealed to 0. On-policy (the
-    # Catch row's learner), every setting tried on seeds 0-3 stayed below a return of 200,
-    # most collapsing onto one action; from replay, with or without the rescaling of the
-    # completed Q-values, 3 or 4 of them balanced the pole. Judged by the agent itself,
-    # searching without Gumbel noise, as `podrace evaluate` plays it: its prior alone falls
-    # far short (returns of 10 to 450 on those seeds).
+    # Catch row's learner), no setting tried in exploratory runs balanced the pole, most
+    # collapsing onto one action; from replay, with or without the rescaling of the
+    # completed Q-values, most seeds did. Judged by the agent itself, searching without
+    # Gumbel noise, as `podrace evaluate` plays it: its prior alone falls far short.
     ("cartpole", "muzero"): Tuned(
         config(
             "muzero",
