@@ -223,7 +223,9 @@ def _states_at(boards: list[Board]) -> tuple[Any, pr.TimeStep]:
 
 
 @eqx.filter_jit
-def _search_moves(agent: pr.search.AlphaZeroAgent, state: Any, timestep: pr.TimeStep, keys: PRNGKeyArray) -> Array:
+def _search_moves(
+    agent: pr.search.AbstractEnvModelAgent, state: Any, timestep: pr.TimeStep, keys: PRNGKeyArray
+) -> Array:
     def act(state: Any, timestep: pr.TimeStep, key: PRNGKeyArray) -> Array:
         return agent.act_in(TIC_TAC_TOE, state, timestep, (), key)[0].action
 
@@ -242,16 +244,18 @@ def _wins_in_one(board: Board) -> bool:
     return any(_winner((*board[:cell], _mover(board), *board[cell + 1 :])) >= 0 for cell in range(9) if board[cell] < 0)
 
 
-@pytest.mark.parametrize(
-    "search",
-    [
-        pr.search.GumbelMuZeroSearch(64, max_num_considered_actions=9, gumbel_scale=0.0),
-        pr.search.MuZeroSearch(64, dirichlet_fraction=0.0, temperature=1e-3),
-    ],
-    ids=["gumbel", "muzero"],
-)
+# Searches with no knowledge: AlphaZero's with a uniform prior and a zero value, and plain
+# Monte-Carlo tree search valuing states by random rollouts.
+NO_KNOWLEDGE = {
+    "gumbel": _uninformed_agent(pr.search.GumbelMuZeroSearch(64, max_num_considered_actions=9, gumbel_scale=0.0)),
+    "muzero": _uninformed_agent(pr.search.MuZeroSearch(64, dirichlet_fraction=0.0, temperature=1e-3)),
+    "uct-rollouts": pr.search.RolloutSearchAgent(9, pr.search.UCTSearch(64)),
+}
+
+
+@pytest.mark.parametrize("searcher", NO_KNOWLEDGE)
 @pytest.mark.parametrize("plies", [6, 7, 8])
-def test_a_search_with_no_knowledge_never_throws_a_draw_away_late_in_the_game(search, plies):
+def test_a_search_with_no_knowledge_never_throws_a_draw_away_late_in_the_game(searcher, plies):
     """With a uniform prior and a zero value, only the game's end informs the search. From
     the seventh move on, 64 simulations take every win in one and never choose a move
     that loses a drawn position (a block where the opponent threatens, an answer to a
@@ -262,7 +266,7 @@ def test_a_search_with_no_knowledge_never_throws_a_draw_away_late_in_the_game(se
     boards = _positions(plies)
     state, timestep = _states_at(boards)
     moves = np.asarray(
-        _search_moves(_uninformed_agent(search), state, timestep, jax.random.split(jax.random.key(1), len(boards)))
+        _search_moves(NO_KNOWLEDGE[searcher], state, timestep, jax.random.split(jax.random.key(1), len(boards)))
     )
     thrown, missed = [], []
     for board, move in zip(boards, moves.tolist(), strict=True):

@@ -2,7 +2,9 @@
 operators (the `search` extra, `pip install 'podrace[search]'`).
 
 [`podrace.search.AlphaZeroAgent`][] plans with the environment's own `step`,
-[`podrace.search.MuZeroAgent`][] with a learnt model; what a search finds travels in the
+[`podrace.search.MuZeroAgent`][] with a learnt model,
+[`podrace.search.RolloutSearchAgent`][] (plain Monte-Carlo tree search, a baseline) with
+the environment and random rollouts; what a search finds travels in the
 trajectory as [`podrace.SearchStatistics`][], for [`podrace.losses.AlphaZeroLoss`][] and
 [`podrace.losses.MuZeroLoss`][], both learnt by [`podrace.learners.AlphaZeroLearner`][].
 """
@@ -18,7 +20,9 @@ from .operators import (
     AbstractSearchOperator as AbstractSearchOperator,
     GumbelMuZeroSearch as GumbelMuZeroSearch,
     MuZeroSearch as MuZeroSearch,
+    UCTSearch as UCTSearch,
 )
+from .rollout import RolloutSearchAgent as RolloutSearchAgent
 
 
 __all__ = [
@@ -30,4 +34,6 @@ __all__ = [
     "ModelNode",
     "MuZeroAgent",
     "MuZeroSearch",
+    "RolloutSearchAgent",
+    "UCTSearch",
 ]

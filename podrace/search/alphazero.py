@@ -1,6 +1,7 @@
 """AlphaZero's agent: mctx's search with the environment's own `step` as the model and a
 network of a prior policy and a value."""
 
+from collections.abc import Callable
 from typing import Any, final
 
 import equinox as eqx
@@ -115,57 +116,83 @@ class AlphaZeroAgent(AbstractEnvModelAgent, AbstractMemorylessAgent):
         carry: PyTree[Array],
         key: PRNGKeyArray,
     ) -> tuple[PolicyStep, PyTree[Array]]:
-        mctx = import_mctx("AlphaZeroAgent")
-        check_players_visible(env)
-        output = self._evaluate(timestep.observation)
+        return search_in_env(self.search, self.discount, self._evaluate, env, env_state, timestep, key), carry
+
+    def _evaluate(self, state: PyTree[Array], timestep: TimeStep, key: PRNGKeyArray) -> tuple[Array, Array]:
+        """The network's prior logits and value on the observation of `timestep`."""
+        del state, key
+        output, _ = self.network(timestep.observation, self.network.initial_carry())
         if output.value is None:
             raise ValueError(
                 "AlphaZeroAgent needs the network's value of each state: build its head with with_value=True."
             )
-        num_actions = output.logits.shape[-1]
-        _, mask = split_action_mask(timestep.observation)
-        legal = jnp.ones(num_actions, bool) if mask is None else legal_actions(mask)
-        root = mctx.RootFnOutput(
-            prior_logits=output.logits[None],
-            value=output.value[None],
-            embedding=jax.tree.map(lambda x: x[None], ModelNode(env_state, timestep.is_last)),
-        )
+        return output.logits, output.value
 
-        def recurrent_fn(params: None, key: PRNGKeyArray, action: Array, node: ModelNode) -> tuple[Any, ModelNode]:
-            del params
-            keys = jax.random.split(key, action.shape[0])
-            return jax.vmap(lambda node, action, key: self._model_step(mctx, env, node, action, key))(
-                node, action, keys
-            )
 
-        return search_policy_step(self.search(root, recurrent_fn, ~legal[None], key)), carry
+def search_in_env(
+    search: AbstractSearchOperator,
+    discount: Float[Array, ""],
+    evaluate: Callable[[PyTree[Array], TimeStep, PRNGKeyArray], tuple[Array, Array]],
+    env: AbstractEnv,
+    env_state: PyTree[Array],
+    timestep: TimeStep,
+    key: PRNGKeyArray,
+) -> PolicyStep:
+    """One search from `env_state` with `env`'s own `step` as the model: the search of
+    [`podrace.search.AlphaZeroAgent`][] and [`podrace.search.RolloutSearchAgent`][].
 
-    def _evaluate(self, observation: PyTree[Array]) -> PolicyLogits:
-        output, _ = self.network(observation, self.network.initial_carry())
-        return output
+    Each node's reward, discount, prior and value are as
+    [`podrace.search.AlphaZeroAgent`][] describes, with `evaluate`'s prior and value.
 
-    def _model_step(
-        self, mctx: Any, env: AbstractEnv, node: ModelNode, action: Array, key: PRNGKeyArray
-    ) -> tuple[Any, ModelNode]:
-        """mctx's recurrent function for one node: the environment's step and the network's
-        evaluation of the state reached."""
+    **Arguments:**
+
+    - `search`: mctx's operator.
+    - `discount`: the discount of the search's returns.
+    - `evaluate`: a state's prior logits and value, from the state, its time step and a key.
+    - `env`: the environment, without an automatic reset.
+    - `env_state`, `timestep`: the root's state and latest time step.
+    - `key`: the randomness of the search, the model's steps and `evaluate`.
+
+    **Returns:**
+
+    The policy step, with the search's [`podrace.SearchStatistics`][] in its `extras`.
+    """
+    mctx = import_mctx(type(search).__name__)
+    check_players_visible(env)
+    # `evaluate` draws from keys folded from the search's and the model's.
+    logits, value = evaluate(env_state, timestep, jax.random.fold_in(key, 1))
+    num_actions = logits.shape[-1]
+    _, mask = split_action_mask(timestep.observation)
+    legal = jnp.ones(num_actions, bool) if mask is None else legal_actions(mask)
+    root = mctx.RootFnOutput(
+        prior_logits=logits[None],
+        value=value[None],
+        embedding=jax.tree.map(lambda x: x[None], ModelNode(env_state, timestep.is_last)),
+    )
+
+    def model_step(node: ModelNode, action: Array, key: PRNGKeyArray) -> tuple[Any, ModelNode]:
         state, timestep = env.step(node.state, action, key)
         if isinstance(env, AbstractTurnBasedEnv):
             same_player = env.current_player(state) == env.current_player(node.state)
             sign = jnp.where(same_player, 1.0, -1.0)
         else:
             sign = jnp.ones((), jnp.float32)
-        output = self._evaluate(timestep.observation)
-        assert output.value is not None
+        logits, value = evaluate(state, timestep, jax.random.fold_in(key, 1))
         absorbing = node.absorbing | timestep.is_last
         state = jax.tree.map(lambda old, new: jnp.where(node.absorbing, old, new), node.state, state)
         step = mctx.RecurrentFnOutput(
             reward=jnp.where(node.absorbing, 0.0, timestep.reward).astype(jnp.float32),
-            discount=jnp.where(node.absorbing, 0.0, self.discount * timestep.discount * sign),
-            prior_logits=output.logits,
-            value=jnp.where(node.absorbing | timestep.terminated, 0.0, output.value),
+            discount=jnp.where(node.absorbing, 0.0, discount * timestep.discount * sign),
+            prior_logits=logits,
+            value=jnp.where(node.absorbing | timestep.terminated, 0.0, value),
         )
         return step, ModelNode(state, absorbing)
+
+    def recurrent_fn(params: None, key: PRNGKeyArray, action: Array, node: ModelNode) -> tuple[Any, ModelNode]:
+        del params
+        return jax.vmap(model_step)(node, action, jax.random.split(key, action.shape[0]))
+
+    return search_policy_step(search(root, recurrent_fn, ~legal[None], key))
 
 
 def check_players_visible(env: AbstractEnv) -> None:

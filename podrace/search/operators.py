@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, final
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
@@ -165,6 +166,79 @@ class MuZeroSearch(AbstractSearchOperator):
                 pb_c_base=self.pb_c_base,
                 temperature=self.temperature,
             )
+
+
+@final
+class UCTSearch(AbstractSearchOperator):
+    """Plain Monte-Carlo tree search: UCT's selection (UCB1 at every node), each child
+    tried once before any is tried again, the prior read only for which actions are legal
+    (those whose logit is not the lowest float, as masked logits are), and the most
+    visited action of the root chosen. The improved policy is the root's visit counts,
+    normalised.
+
+    It is the classic search that AlphaZero is measured against, with values from random
+    rollouts ([`podrace.search.RolloutSearchAgent`][]); with a network's values
+    ([`podrace.search.AlphaZeroAgent`][]) it ignores the network's prior.
+
+    Reference: Kocsis and Szepesvari, "Bandit based Monte-Carlo planning", ECML 2006;
+    OpenSpiel's `MCTSBot` (the exploration constant 2 for returns in [-1, 1]).
+
+    **Arguments:**
+
+    - `num_simulations`: simulations per search.
+    - `exploration`: UCB1's constant `c` in `Q + c * sqrt(log(N) / n)`.
+    """
+
+    num_simulations: int = eqx.field(static=True, default=16)
+    exploration: Float[Array, ""] = eqx.field(default=2.0, converter=as_float_array, kw_only=True)
+
+    def __check_init__(self):
+        check_positive_int("UCTSearch", "num_simulations", self.num_simulations)
+        check_non_negative("UCTSearch", "exploration", self.exploration)
+
+    def __call__(
+        self,
+        root: Any,
+        recurrent_fn: Callable[..., Any],
+        invalid_actions: Bool[Array, "batch num_actions"],
+        key: PRNGKeyArray,
+    ) -> Any:
+        mctx = import_mctx("UCTSearch")
+        search_key, choice_key = jax.random.split(key)
+        with default_numpy_rules():
+            tree = mctx.search(
+                params=None,
+                rng_key=search_key,
+                root=root,
+                recurrent_fn=recurrent_fn,
+                root_action_selection_fn=lambda key, tree, node: self._select(key, tree, node, root=True),
+                interior_action_selection_fn=lambda key, tree, node, depth: self._select(key, tree, node, root=False),
+                num_simulations=self.num_simulations,
+                invalid_actions=invalid_actions,
+            )
+        visits = tree.summary().visit_counts
+        # The most visited legal action; ties broken uniformly.
+        noise = jax.random.uniform(choice_key, visits.shape, maxval=0.5)
+        action = jnp.argmax(jnp.where(invalid_actions, -jnp.inf, visits + noise), axis=-1)
+        weights = visits / jnp.maximum(jnp.sum(visits, axis=-1, keepdims=True), 1.0)
+        return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=tree)
+
+    def _select(self, key: PRNGKeyArray, tree: Any, node: Array, *, root: bool) -> Array:
+        """UCB1's choice at `node` of one (unbatched) tree: an untried legal action first
+        (uniformly among them), else the highest `Q + c * sqrt(log(N) / n)`."""
+        visits = tree.children_visits[node]
+        logits = tree.children_prior_logits[node]
+        illegal = logits <= jnp.finfo(logits.dtype).min
+        if root:
+            illegal = illegal | tree.root_invalid_actions
+        illegal = jnp.where(jnp.all(illegal), False, illegal)
+        explored = jnp.maximum(visits, 1).astype(jnp.float32)
+        bonus = self.exploration * jnp.sqrt(jnp.log(tree.node_visits[node].astype(jnp.float32)) / explored)
+        score = jnp.where(visits == 0, jnp.inf, tree.qvalues(node) + bonus)
+        # Ties (the untried actions, first) broken uniformly.
+        score = jnp.where(illegal, -jnp.inf, score)
+        best = (score == jnp.max(score)) & ~illegal
+        return jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
 
 
 def search_policy_step(found: Any) -> PolicyStep:
