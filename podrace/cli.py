@@ -30,6 +30,7 @@ import numpy as np
 from . import configs, distributed
 from ._validation import unknown_name
 from ._version import __version__
+from .agent import AbstractAgent
 from .checkpoint import Checkpointer
 from .compilation import CACHE_VARIABLE, default_compilation_cache, enable_compilation_cache
 from .configs.base import flag_name, non_negative_int, positive_float, positive_int, whole_number
@@ -602,12 +603,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     env, network = _acting_parts(run, pipeline, state, args.member)
     # Each member plays in its own evaluation environment (its own normalisation statistics).
     searches_in_jax = isinstance(env, AbstractEnv) and not isinstance(env, EnvPoolEnv)
-    if isinstance(run.config, configs.AbstractSearchConfig) and searches_in_jax:
+    searching = isinstance(run.config, configs.AbstractSearchConfig) and searches_in_jax
+    if searching:
         # A search agent plays with its search, without the noise it explores with.
         search = run.config.evaluation_search()
         returns = np.stack(
             [
-                _searching_returns(pipeline, state, member, search, num_episodes=args.num_episodes, key=eval_key)
+                evaluate_agent(
+                    *_searching_agent(pipeline, state, member, search), num_episodes=args.num_episodes, key=eval_key
+                ).returns
                 for member in range(pipeline.num_members)
             ]
         )
@@ -626,24 +630,24 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{args.num_episodes} episodes ({played_by})"
         )
     if args.video is not None:
-        _write_video(run.env, run.seed, env, network, policy, video_key, args.video)
-        searches = isinstance(run.config, configs.AbstractSearchConfig)
-        print(
-            f"video: {args.video}"
-            + (f" (the {type(policy).__name__} policy of the prior, no search)" if searches else "")
-        )
+        if searching:
+            from . import video
+
+            searcher = _searching_agent(pipeline, state, args.member, run.config.evaluation_search())
+            video.write_video(video.record_agent_episode(*searcher, key=video_key), args.video)
+        else:
+            _write_video(run.env, run.seed, env, network, policy, video_key, args.video)
+        print(f"video: {args.video}" + (f" ({played_by})" if searching else ""))
     return 0
 
 
-def _searching_returns(
-    pipeline: AbstractPipeline, state: Any, member: int, search: Any, *, num_episodes: int, key: jax.Array
-) -> np.ndarray:
-    """The returns of member `member`'s search agent, searching with `search`, in its
-    evaluation environment."""
+def _searching_agent(
+    pipeline: AbstractPipeline, state: Any, member: int, search: Any
+) -> tuple[AbstractEnv, AbstractAgent]:
+    """Member `member`'s evaluation environment and its search agent, searching with `search`."""
     env = pipeline.evaluation_env(state, member)
     assert env is not None  # a JAX environment: the caller checked
-    agent = eqx.tree_at(lambda agent: agent.search, pipeline.agent_at(state, member), search)
-    return np.asarray(evaluate_agent(env, agent, num_episodes=num_episodes, key=key).returns)
+    return env, eqx.tree_at(lambda agent: agent.search, pipeline.agent_at(state, member), search)
 
 
 def _write_video(

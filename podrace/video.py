@@ -1,7 +1,8 @@
 """Videos of episodes: the frames of one episode played by an agent, written to GIF or MP4.
 
 [`podrace.video.record_episode`][] plays a JAX environment in one compiled program and
-draws each state with [`podrace.envs.render`][];
+draws each state with [`podrace.envs.render`][] ([`podrace.video.record_agent_episode`][]
+with any agent, a search agent searching);
 [`podrace.video.record_gymnasium_episode`][] collects a Gymnasium environment's
 `rgb_array` frames. [`podrace.video.write_video`][] writes frames with imageio.
 
@@ -22,12 +23,13 @@ from jaxtyping import Array, ArrayLike, Int, PRNGKeyArray, Shaped, UInt8
 
 from ._types import Box
 from ._validation import check_agent_fits, check_positive_int, network_observation_spec
-from .agent import Agent
+from .agent import AbstractAgent, Agent
 from .envs import AbstractEnv, render
 from .envs._packages import import_package
 from .envs.from_envpool import quiet_envpool_spaces
 from .envs.gymnasium import import_gymnasium, space_from_gymnasium
 from .executors.actor import RlplayActor
+from .executors.match import act
 from .networks import AbstractNetwork
 from .policies import AbstractPolicy
 
@@ -63,24 +65,48 @@ def record_episode(
     check_positive_int("record_episode", "max_steps", max_steps)
     observation = jax.eval_shape(lambda: env.reset(jax.random.key(0))[1].observation)
     check_agent_fits(network, policy, env.action_space, observation, env_name=type(env).__name__)
-    frames, num_frames = _record_episode(env, Agent(network, policy), key, max_steps)
+    return record_agent_episode(env, Agent(network, policy), key=key, max_steps=max_steps)
+
+
+def record_agent_episode(
+    env: AbstractEnv, agent: AbstractAgent, *, key: PRNGKeyArray, max_steps: int = 1000
+) -> UInt8[Array, "frames height width 3"]:
+    """Plays one episode of a JAX environment with any agent, as it acts (as
+    [`podrace.evaluate_agent`][] plays it: a search agent with its search, AlphaZero's in
+    the environment's own state), and draws each of its states.
+
+    **Arguments:**
+
+    - `env`: a bare (not auto-resetting) environment that draws, a
+        [`podrace.envs.AbstractRenderableEnv`][] (another raises `NotImplementedError`).
+    - `agent`: the agent, such as a learner's `agent(state)`.
+    - `key`: the agent's and the environment's randomness.
+    - `max_steps`: the step budget of the episode.
+
+    **Returns:**
+
+    The frames, one for the first state and one after each step: `uint8` of shape
+    `(episode length + 1, height, width, 3)`.
+    """
+    check_positive_int("record_agent_episode", "max_steps", max_steps)
+    frames, num_frames = _record_episode(env, agent, key, max_steps)
     return frames[: int(num_frames)]
 
 
 @eqx.filter_jit
 def _record_episode(
-    env: AbstractEnv, agent: Agent, key: PRNGKeyArray, max_steps: int
+    env: AbstractEnv, agent: AbstractAgent, key: PRNGKeyArray, max_steps: int
 ) -> tuple[UInt8[Array, "frames height width 3"], Int[Array, ""]]:
     reset_key, key = jax.random.split(key)
     state, timestep = env.reset(reset_key)
 
     def step(carry, key):
-        state, timestep, net_carry, ended = carry
+        state, timestep, agent_carry, ended = carry
         act_key, step_key = jax.random.split(key)
-        policy_step, net_carry = agent(timestep.observation, net_carry, act_key)
+        policy_step, agent_carry = act(agent, env, state, timestep, agent_carry, act_key)
         state, timestep = env.step(state, policy_step.action, step_key)
         # A step after the episode's last one is not part of it.
-        return (state, timestep, net_carry, ended | timestep.is_last), (render(env, state), ~ended)
+        return (state, timestep, agent_carry, ended | timestep.is_last), (render(env, state), ~ended)
 
     init = (state, timestep, agent.initial_carry(), jnp.asarray(False))
     _, (frames, in_episode) = jax.lax.scan(step, init, jax.random.split(key, max_steps))

@@ -346,9 +346,12 @@ def test_podrace_train_catch_alphazero_checkpoints_and_resumes_to_the_same_state
     for _ in range(2):
         state = pipeline.train(state, num_updates=1).state
     helpers.assert_trees_close(restored, state, rtol=0, atol=0)
-    # `podrace evaluate` plays the agent with its search, without the noise.
-    assert cli.main(["evaluate", str(directory), "--num-episodes", "3"]) == 0
+    # `podrace evaluate` plays the agent with its search, without the noise, in its video too.
+    video = tmp_path / "episode.gif"
+    assert cli.main(["evaluate", str(directory), "--num-episodes", "3", "--video", str(video)]) == 0
     printed = capsys.readouterr().out
+    assert video.read_bytes().startswith(b"GIF8")
+    assert f"video: {video} (the agent's gumbel search of 8 simulations, no noise)" in printed, printed
     greedy = eqx.tree_at(lambda agent: agent.search, pipeline.agent_at(restored), run.config.evaluation_search())
     assert greedy.search.gumbel_scale == 0.0
     key = jax.random.split(jax.random.key(0))[0]

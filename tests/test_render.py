@@ -284,6 +284,29 @@ def test_record_episode_of_an_environment_that_does_not_draw_says_so():
         video.record_episode(env, network, pr.policies.Greedy(), key=jax.random.key(0))
 
 
+def test_record_agent_episode_draws_a_search_agent_searching():
+    """AlphaZero's search in Catch's own states, with a network that knows nothing (a
+    uniform prior, the value 0), catches the ball from every start: its last frame draws
+    the catch. The prior alone (its mode, the same action at every step) misses some."""
+    pytest.importorskip("mctx")
+    network = helpers.uninformed_network(CATCH.action_space, CATCH.observation_space.shape)
+    searcher = pr.search.AlphaZeroAgent(network, pr.search.GumbelMuZeroSearch(32, gumbel_scale=0.0))
+    prior = pr.Agent(network, pr.configs.AlphaZeroConfig(algorithm="alphazero").evaluation_policy())
+    searched, unsearched = [], []
+    for seed in range(4):
+        frames = video.record_agent_episode(CATCH, searcher, key=jax.random.key(seed))
+        assert frames.shape[0] == helpers.CATCH_ROWS
+        searched.append(_pixels(np.asarray(frames[-1]), CAUGHT).any())
+        frames = video.record_agent_episode(CATCH, prior, key=jax.random.key(seed))
+        unsearched.append(_pixels(np.asarray(frames[-1]), CAUGHT).any())
+    assert all(searched) and not all(unsearched), (searched, unsearched)
+    # A network and a policy: as record_episode draws them.
+    np.testing.assert_array_equal(
+        video.record_agent_episode(CATCH, prior, key=jax.random.key(0)),
+        video.record_episode(CATCH, prior.network, prior.policy, key=jax.random.key(0)),
+    )
+
+
 def _catch_frames():
     return video.record_episode(CATCH, CATCH_NETWORK, pr.policies.Greedy(), key=jax.random.key(1), max_steps=10)
 
