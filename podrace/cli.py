@@ -603,10 +603,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     env, network = _acting_parts(run, pipeline, state, args.member)
     # Each member plays in its own evaluation environment (its own normalisation statistics).
     searches_in_jax = isinstance(env, AbstractEnv) and not isinstance(env, EnvPoolEnv)
-    searching = isinstance(run.config, configs.AbstractSearchConfig) and searches_in_jax
-    if searching:
+    search_config = run.config if isinstance(run.config, configs.AbstractSearchConfig) and searches_in_jax else None
+    if search_config is not None:
         # A search agent plays with its search, without the noise it explores with.
-        search = run.config.evaluation_search()
+        search = search_config.evaluation_search()
         returns = np.stack(
             [
                 evaluate_agent(
@@ -615,7 +615,9 @@ def _evaluate(args: argparse.Namespace) -> int:
                 for member in range(pipeline.num_members)
             ]
         )
-        played_by = f"the agent's {run.config.search} search of {run.config.num_simulations} simulations, no noise"
+        played_by = (
+            f"the agent's {search_config.search} search of {search_config.num_simulations} simulations, no noise"
+        )
     else:
         if isinstance(env, EnvPoolEnv):  # a pool of its own (see `_acting_parts`)
             episodes = evaluate(env, network, policy, num_episodes=args.num_episodes, key=eval_key)
@@ -630,14 +632,14 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{args.num_episodes} episodes ({played_by})"
         )
     if args.video is not None:
-        if searching:
+        if search_config is not None:
             from . import video
 
-            searcher = _searching_agent(pipeline, state, args.member, run.config.evaluation_search())
+            searcher = _searching_agent(pipeline, state, args.member, search_config.evaluation_search())
             video.write_video(video.record_agent_episode(*searcher, key=video_key), args.video)
         else:
             _write_video(run.env, run.seed, env, network, policy, video_key, args.video)
-        print(f"video: {args.video}" + (f" ({played_by})" if searching else ""))
+        print(f"video: {args.video}" + (f" ({played_by})" if search_config is not None else ""))
     return 0
 
 
