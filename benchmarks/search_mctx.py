@@ -19,6 +19,10 @@ such steps in a `lax.scan`.
   `pgx.experimental.auto_reset`; each step records what Pgx's example records (the
   observations, rewards, ends, the search's policy and discounts).
 
+- `bare_per_game`: the bare loop with one change, each game's search a search of one
+  root under `vmap` with a key per game, as podrace's agent searches: what that choice
+  costs, apart from the rest of the framework.
+
 The two differ where a framework must: podrace's agent searches each game's tree under
 `vmap` (its `act_in` is written for one environment), draws per-game keys, steps copies
 of any environment (absorbing nodes past an episode's end, the player to move read from
@@ -134,8 +138,10 @@ def bare_network(params: dict[str, jax.Array], observation: jax.Array, legal: ja
     return jnp.where(legal, logits, jnp.finfo(logits.dtype).min), value
 
 
-def make_bare(game: Any, simulations: int, gumbel_scale: float):
-    """The bare search and self-play loop over `game` (a Pgx environment)."""
+def make_bare(game: Any, simulations: int, gumbel_scale: float, *, per_game: bool = False):
+    """The bare search and self-play loop over `game` (a Pgx environment); with
+    `per_game`, each game's search is a search of one root under `vmap`, with a key per
+    game, as podrace's agent searches."""
 
     def recurrent_fn(params, rng_key, action, state):
         del rng_key
@@ -162,17 +168,30 @@ def make_bare(game: Any, simulations: int, gumbel_scale: float):
             gumbel_scale=gumbel_scale,
         )
 
+    def search_each(params, key, state):
+        """Each game's search alone: `B` searches of one root under `vmap`."""
+
+        def search_one(key, state):
+            output = search(params, key, jax.tree.map(lambda x: x[None], state))
+            return output.action[0], output.action_weights[0]
+
+        return jax.vmap(search_one)(jax.random.split(key, state.current_player.shape[0]), state)
+
     step_game = jax.vmap(auto_reset(game.step, game.init))
 
     def selfplay(params, state, key, length: int):
         def step_fn(state, key):
             key1, key2 = jax.random.split(key)
             observation = state.observation
-            policy_output = search(params, key1, state)
+            if per_game:
+                action, action_weights = search_each(params, key1, state)
+            else:
+                policy_output = search(params, key1, state)
+                action, action_weights = policy_output.action, policy_output.action_weights
             keys = jax.random.split(key2, state.current_player.shape[0])
-            state = step_game(state, policy_output.action, keys)
+            state = step_game(state, action, keys)
             discount = jnp.where(state.terminated, 0.0, -jnp.ones(state.terminated.shape))
-            record = (observation, state.rewards, state.terminated, policy_output.action_weights, discount)
+            record = (observation, state.rewards, state.terminated, action_weights, discount)
             return state, record
 
         key, scan_key = jax.random.split(key)
@@ -266,10 +285,12 @@ def build(batch: int, simulations: int, length: int, seed: int) -> list[tuple[Me
     ours = Method("podrace", lambda s: podrace_rollout(auto, agent, s, length), lambda out: out[0])
 
     _, selfplay = make_bare(env.env, simulations, 1.0)
+    _, selfplay_per_game = make_bare(env.env, simulations, 1.0, per_game=True)
     params = bare_params(agent)
-    games = envs.env_state.env_state  # pyright: ignore[reportAttributeAccessIssue]
+    games = (envs.env_state.env_state, jax.random.key(seed + 1))  # pyright: ignore[reportAttributeAccessIssue]
     bare = Method("bare", lambda s: selfplay(params, *s, length=length), lambda out: out[:2])
-    return [(ours, envs), (bare, (games, jax.random.key(seed + 1)))]
+    per_game = Method("bare_per_game", lambda s: selfplay_per_game(params, *s, length=length), lambda out: out[:2])
+    return [(ours, envs), (bare, games), (per_game, games)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         check(args.batch, args.simulations, args.seed)
     built = build(args.batch, args.simulations, args.rollout, args.seed)
     first, seconds = time_interleaved([method for method, _ in built], {m.name: s for m, s in built}, args.repeats)
-    median = print_results(first, seconds, steps, [("podrace", "bare")])
+    median = print_results(first, seconds, steps, [("podrace", "bare"), ("bare_per_game", "bare")])
     print("(FPS here: search steps per second, one search per game and step)")
     print(f"ratio_vs_bare={median['podrace'] / median['bare']:.3f}")
     return 0
