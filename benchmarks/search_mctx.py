@@ -172,7 +172,7 @@ def make_bare(game: Any, simulations: int, gumbel_scale: float, *, per_game: boo
         """Each game's search alone: `B` searches of one root under `vmap`."""
 
         def search_one(key, state):
-            output = search(params, key, jax.tree.map(lambda x: x[None], state))
+            output: Any = search(params, key, jax.tree.map(lambda x: x[None], state))
             return output.action[0], output.action_weights[0]
 
         return jax.vmap(search_one)(jax.random.split(key, state.current_player.shape[0]), state)
