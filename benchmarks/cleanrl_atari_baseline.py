@@ -55,10 +55,8 @@ JAX logged during each update (``Finished XLA compilation of ... in ... sec``) a
 ``cleanrl_reported_sps`` is the script's own last ``SPS`` figure, total steps over the time since its start,
 compilation included.
 
-On CPU almost all of an update is CleanRL's jitted ``update_ppo``: in a smoke test on a busy 2-core machine an update
-took about 130 s (XLA compilation in update 1: about 4 s), so ``--updates 10`` takes over 20 minutes there. A
-Nature-CNN gradient of a 256 minibatch took 0.4 s jitted on its own but about 7 s a step inside ``lax.scan``, with
-jaxlib 0.4.13 and 0.10.2 alike, which is where the time goes.
+On a CPU almost all of an update is CleanRL's jitted ``update_ppo`` (16 gradient steps of the Nature DQN network):
+about 68 s an update on an idle 2-core machine (``benchmarks/README.md``), so ``--updates 10`` takes over 10 minutes.
 
 Prints one JSON line with the result and every setting used; the script's own output goes to stderr.
 """
