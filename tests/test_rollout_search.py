@@ -116,3 +116,10 @@ def test_bad_settings_are_refused_at_construction():
         pr.search.RolloutSearchAgent(9, discount=1.5)
     with pytest.raises(TypeError, match="act_in"):
         pr.search.RolloutSearchAgent(9)(jnp.zeros(3), (), jax.random.key(0))
+
+
+def test_a_wrapper_that_hides_whose_turn_it_is_is_refused_naming_the_agent():
+    hidden = pr.envs.TimeLimit(TIC_TAC_TOE, 9)
+    state, timestep = hidden.reset(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"RolloutSearchAgent negates values .* TimeLimit hides PgxEnv's"):
+        pr.search.RolloutSearchAgent(9).act_in(hidden, state, timestep, (), jax.random.key(0))

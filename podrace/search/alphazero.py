@@ -116,7 +116,10 @@ class AlphaZeroAgent(AbstractEnvModelAgent, AbstractMemorylessAgent):
         carry: PyTree[Array],
         key: PRNGKeyArray,
     ) -> tuple[PolicyStep, PyTree[Array]]:
-        return search_in_env(self.search, self.discount, self._evaluate, env, env_state, timestep, key), carry
+        step = search_in_env(
+            self.search, self.discount, self._evaluate, env, env_state, timestep, key, owner="AlphaZeroAgent"
+        )
+        return step, carry
 
     def _evaluate(self, state: PyTree[Array], timestep: TimeStep, key: PRNGKeyArray) -> tuple[Array, Array]:
         """The network's prior logits and value on the observation of `timestep`."""
@@ -137,6 +140,8 @@ def search_in_env(
     env_state: PyTree[Array],
     timestep: TimeStep,
     key: PRNGKeyArray,
+    *,
+    owner: str,
 ) -> PolicyStep:
     """One search from `env_state` with `env`'s own `step` as the model: the search of
     [`podrace.search.AlphaZeroAgent`][] and [`podrace.search.RolloutSearchAgent`][].
@@ -152,13 +157,14 @@ def search_in_env(
     - `env`: the environment, without an automatic reset.
     - `env_state`, `timestep`: the root's state and latest time step.
     - `key`: the randomness of the search, the model's steps and `evaluate`.
+    - `owner`: the agent that searches, for the messages.
 
     **Returns:**
 
     The policy step, with the search's [`podrace.SearchStatistics`][] in its `extras`.
     """
-    mctx = import_mctx(type(search).__name__)
-    check_players_visible(env)
+    mctx = import_mctx(owner)
+    check_players_visible(env, owner=owner)
     # `evaluate` draws from keys folded from the search's and the model's.
     logits, value = evaluate(env_state, timestep, jax.random.fold_in(key, 1))
     num_actions = logits.shape[-1]
@@ -195,7 +201,7 @@ def search_in_env(
     return search_policy_step(search(root, recurrent_fn, ~legal[None], key))
 
 
-def check_players_visible(env: AbstractEnv) -> None:
+def check_players_visible(env: AbstractEnv, *, owner: str = "AlphaZeroAgent") -> None:
     """Raises `ValueError` when a wrapper hides whose turn it is: `env` is not a
     [`podrace.envs.AbstractTurnBasedEnv`][] but wraps one (a `TimeLimit` around a
     [`podrace.envs.PgxEnv`][]), so a search over it would back the opponent's values up
@@ -207,13 +213,14 @@ def check_players_visible(env: AbstractEnv) -> None:
     **Arguments:**
 
     - `env`: the environment a search steps.
+    - `owner`: the agent that searches, for the message.
     """
     inner = env
     while not isinstance(inner, AbstractTurnBasedEnv) and isinstance(inner, AbstractWrapper):
         inner = inner.env
         if isinstance(inner, AbstractTurnBasedEnv):
             raise ValueError(
-                f"AlphaZeroAgent negates values where the player to move changes, reading current_player of a "
+                f"{owner} negates values where the player to move changes, reading current_player of a "
                 f"turn-based environment, but {type(env).__name__} hides {type(inner).__name__}'s: search in the "
                 f"{type(inner).__name__} itself (a game's own end instead of a time limit)."
             )

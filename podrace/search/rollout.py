@@ -63,7 +63,10 @@ class RolloutSearchAgent(AbstractEnvModelAgent, AbstractMemorylessAgent):
         def evaluate(state: PyTree[Array], timestep: TimeStep, key: PRNGKeyArray) -> tuple[Array, Array]:
             return self._uniform_logits(timestep.observation), self._rollout(env, state, timestep, key)
 
-        return search_in_env(self.search, self.discount, evaluate, env, env_state, timestep, key), carry
+        step = search_in_env(
+            self.search, self.discount, evaluate, env, env_state, timestep, key, owner="RolloutSearchAgent"
+        )
+        return step, carry
 
     def _uniform_logits(self, observation: PyTree[Array]) -> Array:
         """Zero for each legal action, the lowest float for the others."""
