@@ -144,6 +144,21 @@ def run_json(command: list[str], environment: dict[str, str] | None = None) -> d
     return json.loads(output.strip().splitlines()[-1])
 
 
+def run_alternating(
+    seeds: Sequence[int], commands: Callable[[int], dict[str, list[str]]], measured: str
+) -> dict[str, list[float]]:
+    """For each seed, runs each library's measurement (`commands(seed)`, by library) in a
+    fresh process, one after the other, printing each JSON line; returns each library's
+    `measured` values, seed by seed."""
+    results: dict[str, list[float]] = {}
+    for seed in seeds:
+        for library, command in commands(seed).items():
+            result = run_json(command)
+            results.setdefault(library, []).append(result[measured])
+            print(json.dumps(result))
+    return results
+
+
 PHASE_EVENTS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace s",
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower s",

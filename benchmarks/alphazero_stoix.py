@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 import jax
-from _compare import compile_profile, run_json
+from _compare import compile_profile, run_alternating
 
 import podrace as pr
 
@@ -89,32 +89,13 @@ def podrace_sps(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def stoix_command(args: argparse.Namespace, seed: int) -> list[str]:
+def shared_settings(args: argparse.Namespace) -> list[str]:
+    """The settings both sides take, as flags of the same names."""
     return [
-        args.stoix_python,
-        STOIX_SCRIPT,
-        "--seed",
-        str(seed),
-        "--num-envs",
-        str(args.num_envs),
-        "--rollout",
-        str(args.rollout),
-        "--simulations",
-        str(args.simulations),
-        "--search",
-        args.search,
-        "--hidden",
-        *map(str, args.hidden),
-        "--epochs",
-        str(args.epochs),
-        "--batch-size",
-        str(BATCH_SIZE),
-        "--sample-sequence-length",
-        str(SAMPLE_SEQUENCE_LENGTH),
-        "--updates-per-call",
-        str(args.updates_per_call),
-        "--timed-calls",
-        str(args.timed_calls),
+        *("--num-envs", str(args.num_envs), "--rollout", str(args.rollout)),
+        *("--simulations", str(args.simulations), "--search", args.search, "--hidden", *map(str, args.hidden)),
+        *("--epochs", str(args.epochs), "--updates-per-call", str(args.updates_per_call)),
+        *("--timed-calls", str(args.timed_calls)),
     ]
 
 
@@ -143,15 +124,17 @@ def main() -> None:
     if transitions % batch or args.epochs % (transitions // batch):
         parser.error(f"--num-envs x --rollout must be a multiple of {batch} that divides --epochs x {batch}")
 
-    shared = [arg for arg in sys.argv[1:] if arg != "--stoix-python" and arg != args.stoix_python]
-    results: dict[str, list[float]] = {"podrace": [], "stoix": []}
+    settings = shared_settings(args)
+    stoix_batch = ["--batch-size", str(BATCH_SIZE), "--sample-sequence-length", str(SAMPLE_SEQUENCE_LENGTH)]
+
+    def commands(seed: int) -> dict[str, list[str]]:
+        return {
+            "podrace": [sys.executable, __file__, *settings, "--worker", "--seed", str(seed)],
+            "stoix": [args.stoix_python, STOIX_SCRIPT, *settings, *stoix_batch, "--seed", str(seed)],
+        }
+
     print(f"jax {jax.__version__} on {jax.default_backend()}; seeds {args.seeds}")
-    for seed in args.seeds:
-        podrace_command = [sys.executable, __file__, *shared, "--worker", "--seed", str(seed)]
-        for library, command in (("podrace", podrace_command), ("stoix", stoix_command(args, seed))):
-            result = run_json(command)
-            results[library].append(result["sps"])
-            print(json.dumps(result))
+    results = run_alternating(args.seeds, commands, "sps")
     ratio = statistics.median(results["podrace"]) / statistics.median(results["stoix"])
     print(f"ratio_sps_vs_stoix={ratio:.2f}")
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 import jax
-from _compare import compile_profile, run_json
+from _compare import compile_profile, run_alternating
 
 import podrace as pr
 
@@ -79,26 +79,16 @@ def main() -> None:
     if not (args.cleanrl_python and args.cleanrl_script):
         parser.error("--cleanrl-python and --cleanrl-script are required")
 
-    results: dict[str, list[float]] = {"podrace": [], "cleanrl": []}
-    print(f"jax {jax.__version__} on {jax.default_backend()}; {args.env_id}, seeds {args.seeds}")
-    for seed in args.seeds:
+    def commands(seed: int) -> dict[str, list[str]]:
         common = ["--env-id", args.env_id, "--seed", str(seed), "--updates", str(args.updates)]
-        commands = {
+        cleanrl = ["--cleanrl-script", args.cleanrl_script, "--python", args.cleanrl_python]
+        return {
             "podrace": [sys.executable, __file__, *common, "--worker"],
-            "cleanrl": [
-                args.cleanrl_python,
-                CLEANRL_WRAPPER,
-                *common,
-                "--cleanrl-script",
-                args.cleanrl_script,
-                "--python",
-                args.cleanrl_python,
-            ],
+            "cleanrl": [args.cleanrl_python, CLEANRL_WRAPPER, *common, *cleanrl],
         }
-        for library, command in commands.items():
-            result = run_json(command)
-            results[library].append(result["sps"])
-            print(json.dumps(result))
+
+    print(f"jax {jax.__version__} on {jax.default_backend()}; {args.env_id}, seeds {args.seeds}")
+    results = run_alternating(args.seeds, commands, "sps")
     ratio = statistics.median(results["podrace"]) / statistics.median(results["cleanrl"])
     print(f"ratio_sps_vs_cleanrl={ratio:.2f}")
 
